@@ -1,0 +1,38 @@
+/*  common_compare - compare an output against the reference's.
+
+    An element passes when |got - expected| <= atol + rtol * |expected| and
+    neither is NaN (NaN never equals anything, so NaN-poisoned outputs that
+    were never written fail). Infinities pass only when equal. Integers are
+    compared as doubles with the same rule.
+*/
+#ifndef COMMON_COMPARE_H
+#define COMMON_COMPARE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "common_dtype.h"
+
+#define COMMON_COMPARE_KEEP 8   //  mismatches kept with their index
+
+//  One element that failed.
+typedef struct {
+    size_t index;               //  flat element index
+    double expected;            //  reference value
+    double got;                 //  candidate value
+} common_mismatch_t;
+
+//  Outcome of one buffer comparison.
+typedef struct {
+    size_t count;               //  elements compared
+    size_t bad;                 //  elements that failed
+    double max_abs;             //  largest |got-expected| over finite pairs
+    double max_rel;             //  largest |got-expected|/|expected| over finite pairs, expected != 0
+    common_mismatch_t first[COMMON_COMPARE_KEEP];   //  first failures, by index
+    size_t nfirst;              //  entries used in first[]
+} common_compare_t;
+
+//  Compare count elements; fills out. Never fails.
+void common_compare (common_dtype_t dtype, const void *expected, const void *got, size_t count,
+                     double atol, double rtol, common_compare_t *out);
+
+#endif

@@ -1,0 +1,58 @@
+/*  worker_eval - the evaluator: one job in, one result out.
+
+    The library that both kgym-worker and the serverless `kgym eval` use.
+    It parses and validates the job, compiles candidate, reference and
+    baseline (cached), runs them in sandboxed runners, checks correctness
+    on fresh seeded inputs for every size and trial, times candidate against
+    baseline, and computes the gated reward. It never fails to produce a
+    result: infrastructure faults are `internal_error`, bad jobs `invalid`.
+
+    Result object keys (docs/results.md): status, reward, speedup, message,
+    seed, backend, device, worker, timings{candidate,baseline}, max_abs_err,
+    max_rel_err, mismatches[], compile_log, phases{compile_s,run_s,total_s},
+    cache{candidate,reference,baseline}, sandbox{...}, tag.
+
+    Work is split in two phases so a worker can compile one job while
+    another runs: prepare (parse + compile) and execute (run + check + time).
+*/
+#ifndef WORKER_EVAL_H
+#define WORKER_EVAL_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include <jansson.h>
+
+typedef struct {
+    const char *backend;        //  "cpu" or "cuda"
+    int device;                 //  CUDA device ordinal
+    const char *cache_path;     //  compile cache file; NULL = worker_cache_default_path
+    const char *worker_name;    //  echoed as "worker" in results
+    uint64_t max_tensor_bytes;  //  per-size cap on tensors + workspace
+    uint64_t sandbox_mem_bytes; //  memory cap for a runner beyond its tensors
+    bool fresh_runner;          //  CUDA: a fresh runner per job (strictest)
+} worker_eval_config_t;
+
+void worker_eval_config_default (worker_eval_config_t *cfg);
+
+typedef struct worker_eval_t worker_eval_t;
+typedef struct worker_job_t worker_job_t;
+
+//  Create an evaluator. NULL with a reason (e.g. backend unavailable).
+worker_eval_t *worker_eval_new (const worker_eval_config_t *cfg, char *err, size_t errlen);
+void worker_eval_destroy (worker_eval_t **self_p);
+
+//  Phase 1: parse and compile. Never NULL (except out of memory): a job that
+//  fails here carries its final result and execute returns it at once.
+worker_job_t *worker_eval_prepare (worker_eval_t *self, json_t *job);
+
+//  Phase 2: run, check, time, reward. Returns the result (new reference)
+//  and destroys *job_p.
+json_t *worker_eval_execute (worker_eval_t *self, worker_job_t **job_p);
+
+//  Both phases.
+json_t *worker_eval_run (worker_eval_t *self, json_t *job);
+
+//  "cpu: <model name>" or the GPU's name; borrowed.
+const char *worker_eval_device (worker_eval_t *self);
+
+#endif

@@ -1,0 +1,66 @@
+/*  worker_runner - the supervisor's handle on one sandboxed kgym-runner.
+
+    A runner holds one loaded shared object (the candidate's, the
+    reference's or the baseline's) and runs its launches on tensors in
+    shared memory on request. The supervisor measures every run's wall time
+    itself, kills the whole process group (and cgroup) after a timeout, and
+    after each completed run stops the runner's processes (SIGSTOP, waited
+    for) until the next request, so nothing the kernel left running can
+    change the outputs while they are being checked.
+*/
+#ifndef WORKER_RUNNER_H
+#define WORKER_RUNNER_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include "runner_proto.h"
+#include "worker_sandbox.h"
+
+typedef struct worker_runner_t worker_runner_t;
+
+typedef enum {
+    RUN_OK = 0,                 //  the launches returned
+    RUN_TIMEOUT,                //  killed after the timeout
+    RUN_CRASH,                  //  the runner died (signal or exit) during the run
+    RUN_ERROR                   //  the runner refused (no such symbol, bad request); message says why
+} worker_run_status_t;
+
+typedef struct {
+    worker_run_status_t status; //  what happened
+    int signal;                 //  RUN_CRASH: terminating signal, 0 if it exited
+    int exit_code;              //  RUN_CRASH: exit code when it exited
+    uint64_t wall_ns;           //  supervisor-measured request-to-reply time
+    uint64_t runner_ns;         //  runner-reported time (untrusted hint)
+    char message[256];          //  reason for anything but RUN_OK
+} worker_run_outcome_t;
+
+//  Start a runner that loads the shared object in so_fd (a memfd or file,
+//  not closed here). NULL with a reason when the runner could not start
+//  or could not load the object (err then begins with "load: ").
+worker_runner_t *worker_runner_new (const worker_sandbox_config_t *cfg, int so_fd,
+                                    char *err, size_t errlen);
+
+//  The supervisor's mapping of the shared memory, grown to at least size
+//  bytes (contents undefined after growing). NULL on failure.
+void *worker_runner_shm (worker_runner_t *self, size_t size);
+
+//  Run req (op RUN; shm_size is set here) and wait up to timeout_s.
+//  Returns 0 with *out filled whatever happened; -1 only when the request
+//  could not be sent at all (out->message says why).
+int worker_runner_run (worker_runner_t *self, runner_request_t *req, double timeout_s,
+                       worker_run_outcome_t *out);
+
+//  Round trip of an empty request, for calibrating wall times.
+int worker_runner_ping (worker_runner_t *self, double timeout_s, uint64_t *rtt_ns);
+
+//  False once the runner has died or was killed.
+bool worker_runner_alive (worker_runner_t *self);
+
+//  Caps in force for this runner, JSON object text (borrowed).
+const char *worker_runner_caps (worker_runner_t *self);
+
+//  Kill the runner's whole process group and cgroup, reap, free.
+void worker_runner_destroy (worker_runner_t **self_p);
+
+#endif
