@@ -109,12 +109,16 @@ typedef struct {
     bool check_sizes_only;      //  skip timing (default false: time when correct)
 } common_eval_t;
 
-//  Reward parameters ("reward" of a job).
+//  Reward parameters ("reward" of a job). Failure values must be <= 0 and
+//  clip > 0, so no failure ever outscores a correct kernel (whose reward is
+//  always > 0).
 typedef struct {
     double compile_error;       //  default -1.0
-    double fail;                //  incorrect, runtime_error, timeout: default -0.5
+    double incorrect;           //  default -0.5
+    double runtime_error;       //  default -0.5
+    double timeout;             //  default -0.5
     double clip;                //  speedup clip, default 2.0
-    bool log_shape;             //  true: log(1+min(speedup,clip)); false: min(speedup,clip)
+    bool log_shape;             //  "shape": "log" -> log(1+min(speedup,clip)); default "linear" -> min(speedup,clip)
 } common_reward_t;
 
 //  A whole job.
