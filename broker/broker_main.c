@@ -1,1 +1,112 @@
-int main (void) { return 1; }
+/*  kgym-broker - the broker process: options in, broker_server actor out.
+
+    kgym-broker [--clients EP] [--workers EP] [--heartbeat MS] [--liveness N]
+                [--max-queue N] [-v|--verbose]
+    Stops cleanly on SIGINT/SIGTERM (CZMQ's handler interrupts the actor's
+    poll); exits 1 with a one-line reason when it cannot bind.
+*/
+#include "broker_server.h"
+#include "common_log.h"
+#include <getopt.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+        "usage: kgym-broker [--clients EP] [--workers EP] [--heartbeat MS] [--liveness N]\n"
+        "                   [--max-queue N] [-v|--verbose]\n"
+        "  --clients EP     endpoint clients connect to (default tcp://*:5555)\n"
+        "  --workers EP     endpoint workers connect to (default tcp://*:5556)\n"
+        "  --heartbeat MS   heartbeat interval (default 1000)\n"
+        "  --liveness N     missed heartbeats before a worker is dropped (default 3)\n"
+        "  --max-queue N    jobs waiting across all clients (default 100000)\n"
+        "  -v, --verbose    log every job\n");
+}
+
+//  A positive integer option that fits in uint32_t.
+static int
+s_parse_u32 (const char *option, const char *text, uint32_t *value)
+{
+    char *end;
+    errno = 0;
+    unsigned long long number = strtoull (text, &end, 10);
+    if (errno || end == text || *end || text [0] == '-' || number == 0 || number > UINT32_MAX) {
+        fprintf (stderr, "kgym-broker: %s wants a positive integer, not '%s'\n", option, text);
+        return -1;
+    }
+    *value = (uint32_t) number;
+    return 0;
+}
+
+int
+main (int argc, char **argv)
+{
+    broker_config_t cfg;
+    broker_config_default (&cfg);
+    static const struct option options [] = {
+        { "clients", required_argument, NULL, 'c' },
+        { "workers", required_argument, NULL, 'w' },
+        { "heartbeat", required_argument, NULL, 'H' },
+        { "liveness", required_argument, NULL, 'l' },
+        { "max-queue", required_argument, NULL, 'q' },
+        { "verbose", no_argument, NULL, 'v' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 }
+    };
+    int opt;
+    while ((opt = getopt_long (argc, argv, "vh", options, NULL)) != -1) {
+        switch (opt) {
+            case 'c': cfg.clients_endpoint = optarg; break;
+            case 'w': cfg.workers_endpoint = optarg; break;
+            case 'H': if (s_parse_u32 ("--heartbeat", optarg, &cfg.heartbeat_ms)) return 2; break;
+            case 'l': if (s_parse_u32 ("--liveness", optarg, &cfg.liveness)) return 2; break;
+            case 'q': if (s_parse_u32 ("--max-queue", optarg, &cfg.max_queue)) return 2; break;
+            case 'v': common_log_set_level (LOG_LEVEL_DEBUG); break;
+            case 'h': s_usage (stdout); return 0;
+            default: s_usage (stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf (stderr, "kgym-broker: unexpected argument '%s'\n", argv [optind]);
+        return 2;
+    }
+    zsys_init ();
+    zactor_t *broker = zactor_new (broker_server_actor, &cfg);
+    if (!broker) {
+        fprintf (stderr, "kgym-broker: cannot start the broker\n");
+        return 1;
+    }
+    zstr_send (broker, "ENDPOINTS");
+    char *clients = NULL, *workers = NULL;
+    if (zstr_recvx (broker, &clients, &workers, NULL) != 2 || !clients || !*clients) {
+        fprintf (stderr, "kgym-broker: %s\n", workers && *workers? workers: "cannot start the broker");
+        zstr_free (&clients);
+        zstr_free (&workers);
+        zactor_destroy (&broker);
+        return 1;
+    }
+    fprintf (stderr, "kgym-broker: clients on %s, workers on %s\n", clients, workers);
+    zstr_free (&clients);
+    zstr_free (&workers);
+
+    //  The actor stops itself on SIGINT/SIGTERM; wait for that.
+    zpoller_t *poller = zpoller_new (broker, NULL);
+    while (!zsys_interrupted) {
+        void *which = zpoller_wait (poller, 1000);
+        if (which) {
+            char *unexpected = zstr_recv (broker);
+            zstr_free (&unexpected);
+        }
+        else
+        if (zpoller_terminated (poller))
+            break;
+    }
+    zpoller_destroy (&poller);
+    zactor_destroy (&broker);
+    fprintf (stderr, "kgym-broker: stopped\n");
+    return 0;
+}

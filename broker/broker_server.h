@@ -6,10 +6,16 @@
     with free capacity, and its RESULT streamed back to the submitting
     client as soon as it arrives. Bodies are never decoded here.
 
-    Runs as a CZMQ actor: zactor_new (broker_server_actor, &config).
+    Runs as a CZMQ actor: zactor_new (broker_server_actor, &config); the
+    config (and its strings) need only live until zactor_new returns.
     Pipe commands: "ENDPOINTS" -> replies two strings (client endpoint,
     worker endpoint, with the real ports when bound to an ephemeral port);
-    "$TERM" stops it.
+    when the start failed (e.g. cannot bind) the first is "" and the second
+    the reason. "STATS" -> one string, a JSON object of counters:
+    submitted, rejected, dispatched, completed, requeued, dropped_results,
+    undeliverable, cancelled, malformed, workers_lost, and the gauges
+    workers, queued, inflight. "$TERM" stops it (so does SIGINT/SIGTERM via
+    CZMQ's interrupt handling).
 */
 #ifndef BROKER_SERVER_H
 #define BROKER_SERVER_H

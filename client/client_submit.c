@@ -1,1 +1,656 @@
-/* placeholder: being written */
+/*  client_submit - the `kgym submit` subcommand: jobs to a broker, result lines out.
+
+    Jobs come from a source (the candidates on the command line, or the
+    lines of a batch file read as they are needed, so a batch of any length
+    runs in bounded memory), go out through client_kgym with at most
+    --window in flight, and each RESULT becomes one line on stdout as soon
+    as it arrives. Everything that stops the run says why in one line.
+*/
+#include "client_submit.h"
+#include "client_kgym.h"
+#include "common_log.h"
+#include <getopt.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#define SUBMIT_MAX_FILE (16u << 20)     //  bytes of a task or candidate file
+#define SUBMIT_MAX_LINE (40u << 20)     //  bytes of a batch line (inline task + candidate)
+#define SUBMIT_TASK_CACHE 256           //  task files kept loaded for batch lines
+#define SUBMIT_PROGRESS_MS 100          //  redraw interval of the progress line
+#define SUBMIT_MIN_SILENCE_S 3.0        //  never call a broker lost quicker than this
+
+//  Parsed options.
+typedef struct {
+    const char *broker;         //  --broker EP
+    double timeout_s;           //  --timeout S (eval.timeout), when given
+    bool timeout_given;
+    uint64_t seed;              //  --seed N (eval.seed), when given
+    bool seed_given;
+    const char *tag;            //  --tag T, or NULL
+    uint32_t window;            //  --window N: jobs in flight
+    double connect_timeout_s;   //  --connect-timeout S
+    const char *batch;          //  --batch FILE|-, or NULL
+    char **paths;               //  TASK CANDIDATE...
+    int npaths;                 //  entries in paths
+} s_options_t;
+
+//  Where jobs come from.
+typedef struct {
+    const s_options_t *opts;    //  borrowed
+    json_t *task;               //  command-line form: the task
+    int next_path;              //  command-line form: next candidate in opts->paths
+    FILE *batch;                //  batch form: the file
+    bool batch_stdin;           //  batch is stdin (not closed)
+    size_t lineno;              //  batch form: lines read
+    char *line;                 //  getline buffer
+    size_t linecap;             //  its size
+    zhashx_t *tasks;            //  batch form: task path -> json_t
+    size_t total;               //  jobs in all, when known
+    bool total_known;           //  total is final
+} s_source_t;
+
+//  Run state.
+typedef struct {
+    char **labels;              //  ref -> candidate label while in flight
+    size_t maxlabels;           //  entries allocated
+    size_t submitted;           //  jobs sent
+    size_t accepted;            //  ACCEPTED seen
+    size_t done;                //  results printed
+    zhashx_t *failures;         //  status -> count (size_t stored in the pointer)
+    int64_t started_ms;         //  first submit
+    int64_t progress_ms;        //  last redraw
+    bool tty;                   //  stderr is a terminal
+} s_run_t;
+
+static int64_t
+s_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+        "usage: kgym submit --broker EP [options] TASK CANDIDATE...\n"
+        "       kgym submit --broker EP [options] --batch FILE|-\n"
+        "  --broker EP            the broker's client endpoint (e.g. tcp://host:5555)\n"
+        "  --timeout S            eval.timeout: seconds the runs of one job may take\n"
+        "  --seed N               eval.seed: input seed (default: fresh per job)\n"
+        "  --tag T                tag echoed in results\n"
+        "  --window N             jobs in flight at most (default 256)\n"
+        "  --connect-timeout S    give up when the broker does not answer (default 10)\n"
+        "  --batch FILE|-         one job per line: {\"task\", \"candidate\", \"eval\", \"reward\", \"tag\"}\n");
+}
+
+//  Load a JSON file of at most SUBMIT_MAX_FILE bytes.
+static json_t *
+s_load_json (const char *path, char *err, size_t errlen)
+{
+    FILE *file = fopen (path, "rb");
+    if (!file) {
+        snprintf (err, errlen, "cannot read %s: %s", path, strerror (errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat (fileno (file), &st) == 0 && S_ISREG (st.st_mode)
+    &&  (uint64_t) st.st_size > SUBMIT_MAX_FILE) {
+        snprintf (err, errlen, "%s is larger than %u MiB", path, SUBMIT_MAX_FILE >> 20);
+        fclose (file);
+        return NULL;
+    }
+    char *data = (char *) malloc (SUBMIT_MAX_FILE + 1);
+    if (!data) {
+        snprintf (err, errlen, "out of memory reading %s", path);
+        fclose (file);
+        return NULL;
+    }
+    size_t size = fread (data, 1, SUBMIT_MAX_FILE + 1, file);
+    bool failed = ferror (file);
+    fclose (file);
+    json_t *json = NULL;
+    if (failed)
+        snprintf (err, errlen, "cannot read %s", path);
+    else
+    if (size > SUBMIT_MAX_FILE)
+        snprintf (err, errlen, "%s is larger than %u MiB", path, SUBMIT_MAX_FILE >> 20);
+    else {
+        json_error_t error;
+        json = json_loadb (data, size, JSON_REJECT_DUPLICATES, &error);
+        if (!json)
+            snprintf (err, errlen, "%s:%d: %s", path, error.line, error.text);
+        else
+        if (!json_is_object (json)) {
+            snprintf (err, errlen, "%s: not a JSON object", path);
+            json_decref (json);
+            json = NULL;
+        }
+    }
+    free (data);
+    return json;
+}
+
+static void
+s_json_free (void **item)
+{
+    if (*item) {
+        json_decref ((json_t *) *item);
+        *item = NULL;
+    }
+}
+
+//  A batch line's task: a path (loaded, cached) or an object. New reference.
+static json_t *
+s_batch_task (s_source_t *self, json_t *task, char *err, size_t errlen)
+{
+    if (json_is_object (task))
+        return json_incref (task);
+    const char *path = json_string_value (task);
+    if (!path) {
+        snprintf (err, errlen, "\"task\" must be a path or an object");
+        return NULL;
+    }
+    json_t *cached = (json_t *) zhashx_lookup (self->tasks, path);
+    if (cached)
+        return json_incref (cached);
+    json_t *loaded = s_load_json (path, err, errlen);
+    if (loaded && zhashx_size (self->tasks) < SUBMIT_TASK_CACHE)
+        zhashx_insert (self->tasks, path, json_incref (loaded));
+    return loaded;
+}
+
+//  Assemble {"task", "candidate", "eval", "reward", "tag"}; steals task and candidate.
+static json_t *
+s_make_job (const s_options_t *opts, json_t *task, json_t *candidate, json_t *line,
+            char *err, size_t errlen)
+{
+    json_t *job = json_object ();
+    json_t *eval = json_object ();
+    json_object_set_new (job, "task", task);
+    json_object_set_new (job, "candidate", candidate);
+    if (opts->timeout_given)
+        json_object_set_new (eval, "timeout", json_real (opts->timeout_s));
+    if (opts->seed_given)
+        json_object_set_new (eval, "seed", json_integer ((json_int_t) opts->seed));
+    json_object_set_new (job, "eval", eval);
+    const char *tag = opts->tag;
+    if (line) {
+        json_t *line_eval = json_object_get (line, "eval");
+        json_t *reward = json_object_get (line, "reward");
+        json_t *line_tag = json_object_get (line, "tag");
+        if (line_eval && !json_is_object (line_eval)) {
+            snprintf (err, errlen, "\"eval\" must be an object");
+            json_decref (job);
+            return NULL;
+        }
+        if (reward && !json_is_object (reward)) {
+            snprintf (err, errlen, "\"reward\" must be an object");
+            json_decref (job);
+            return NULL;
+        }
+        if (line_tag && !json_is_string (line_tag)) {
+            snprintf (err, errlen, "\"tag\" must be a string");
+            json_decref (job);
+            return NULL;
+        }
+        //  The line is more specific than the command line.
+        if (line_eval)
+            json_object_update (eval, line_eval);
+        if (reward)
+            json_object_set (job, "reward", reward);
+        if (line_tag)
+            tag = json_string_value (line_tag);
+    }
+    if (tag)
+        json_object_set_new (job, "tag", json_string (tag));
+    return job;
+}
+
+//  Next batch line as a job: 1, 0 at the end, -1 with a reason.
+static int
+s_next_batch (s_source_t *self, json_t **job, char **label, char *err, size_t errlen)
+{
+    char why [512];
+    while (true) {
+        errno = 0;
+        ssize_t len = getline (&self->line, &self->linecap, self->batch);
+        if (len < 0) {
+            if (errno && errno != EAGAIN) {
+                snprintf (err, errlen, "cannot read %s: %s", self->opts->batch, strerror (errno));
+                return -1;
+            }
+            self->total = self->lineno;     //  counted as they were read
+            self->total_known = true;
+            return 0;
+        }
+        size_t lineno = ++self->lineno;
+        if ((size_t) len > SUBMIT_MAX_LINE) {
+            snprintf (err, errlen, "%s:%zu: line longer than %u MiB", self->opts->batch, lineno,
+                      SUBMIT_MAX_LINE >> 20);
+            return -1;
+        }
+        if (strspn (self->line, " \t\r\n") == (size_t) len) {
+            self->lineno--;                 //  blank lines are not jobs
+            continue;
+        }
+        json_error_t error;
+        json_t *line = json_loadb (self->line, (size_t) len, JSON_REJECT_DUPLICATES, &error);
+        if (!json_is_object (line)) {
+            snprintf (err, errlen, "%s:%zu: %s", self->opts->batch, lineno,
+                      line? "not a JSON object": error.text);
+            json_decref (line);
+            return -1;
+        }
+        json_t *task = s_batch_task (self, json_object_get (line, "task"), why, sizeof (why));
+        json_t *candidate = json_object_get (line, "candidate");
+        json_t *cand = NULL;
+        if (task) {
+            if (json_is_object (candidate))
+                cand = json_incref (candidate);
+            else
+            if (json_is_string (candidate))
+                cand = s_load_json (json_string_value (candidate), why, sizeof (why));
+            else
+                snprintf (why, sizeof (why), "\"candidate\" must be a path or an object");
+        }
+        if (!task || !cand) {
+            snprintf (err, errlen, "%s:%zu: %s", self->opts->batch, lineno, why);
+            json_decref (task);
+            json_decref (line);
+            return -1;
+        }
+        if (json_is_string (candidate))
+            *label = strdup (json_string_value (candidate));
+        else
+            *label = zsys_sprintf ("line %zu", lineno);
+        *job = s_make_job (self->opts, task, cand, line, why, sizeof (why));
+        json_decref (line);
+        if (!*job) {
+            snprintf (err, errlen, "%s:%zu: %s", self->opts->batch, lineno, why);
+            free (*label);
+            *label = NULL;
+            return -1;
+        }
+        return 1;
+    }
+}
+
+//  Next job of either form: 1, 0 at the end, -1 with a reason.
+static int
+s_source_next (s_source_t *self, json_t **job, char **label, char *err, size_t errlen)
+{
+    if (self->batch)
+        return s_next_batch (self, job, label, err, errlen);
+    if (self->next_path >= self->opts->npaths)
+        return 0;
+    const char *path = self->opts->paths [self->next_path++];
+    json_t *candidate = s_load_json (path, err, errlen);
+    if (!candidate)
+        return -1;
+    *label = strdup (path);
+    *job = s_make_job (self->opts, json_incref (self->task), candidate, NULL, err, errlen);
+    return *job? 1: -1;
+}
+
+//  Open the source; 0 or -1 with a reason.
+static int
+s_source_open (s_source_t *self, const s_options_t *opts, char *err, size_t errlen)
+{
+    memset (self, 0, sizeof (*self));
+    self->opts = opts;
+    if (!opts->batch) {
+        self->task = s_load_json (opts->paths [0], err, errlen);
+        self->next_path = 1;
+        self->total = (size_t) opts->npaths - 1;
+        self->total_known = true;
+        return self->task? 0: -1;
+    }
+    self->tasks = zhashx_new ();
+    if (!self->tasks) {
+        snprintf (err, errlen, "out of memory");
+        return -1;
+    }
+    zhashx_set_destructor (self->tasks, s_json_free);
+    if (streq (opts->batch, "-")) {
+        self->batch = stdin;
+        self->batch_stdin = true;
+        return 0;
+    }
+    self->batch = fopen (opts->batch, "r");
+    if (!self->batch) {
+        snprintf (err, errlen, "cannot read %s: %s", opts->batch, strerror (errno));
+        return -1;
+    }
+    //  A file can be counted up front, for the progress line.
+    size_t lines = 0;
+    ssize_t len;
+    while ((len = getline (&self->line, &self->linecap, self->batch)) >= 0)
+        if (strspn (self->line, " \t\r\n") != (size_t) len)
+            lines++;
+    if (fseek (self->batch, 0, SEEK_SET) == 0) {
+        self->total = lines;
+        self->total_known = true;
+    }
+    return 0;
+}
+
+static void
+s_source_close (s_source_t *self)
+{
+    json_decref (self->task);
+    if (self->batch && !self->batch_stdin)
+        fclose (self->batch);
+    free (self->line);
+    zhashx_destroy (&self->tasks);
+}
+
+//  --------------------------------------------------------------------------
+//  Run
+
+static int
+s_label_set (s_run_t *run, uint64_t ref, char *label)
+{
+    if (ref >= run->maxlabels) {
+        size_t grown = run->maxlabels? 2 * run->maxlabels: 1024;
+        while (grown <= ref)
+            grown *= 2;
+        char **labels = (char **) realloc (run->labels, grown * sizeof (char *));
+        if (!labels)
+            return -1;
+        memset (labels + run->maxlabels, 0, (grown - run->maxlabels) * sizeof (char *));
+        run->labels = labels;
+        run->maxlabels = grown;
+    }
+    run->labels [ref] = label;
+    return 0;
+}
+
+static const char *
+s_label (s_run_t *run, uint64_t ref)
+{
+    return ref < run->maxlabels && run->labels [ref]? run->labels [ref]: "(unknown job)";
+}
+
+static void
+s_count_failure (s_run_t *run, json_t *result)
+{
+    const char *status = json_string_value (json_object_get (result, "status"));
+    if (!status)
+        status = "(no status)";
+    if (streq (status, "ok"))
+        return;
+    size_t count = (size_t) zhashx_lookup (run->failures, status);
+    zhashx_update (run->failures, status, (void *) (count + 1));
+}
+
+static void
+s_progress (s_run_t *run, const s_source_t *source, bool force)
+{
+    if (!run->tty)
+        return;
+    int64_t now = s_now_ms ();
+    if (!force && now - run->progress_ms < SUBMIT_PROGRESS_MS)
+        return;
+    run->progress_ms = now;
+    double elapsed = (now - run->started_ms) / 1000.0;
+    char total [32];
+    if (source->total_known)
+        snprintf (total, sizeof (total), "%zu", source->total);
+    else
+        snprintf (total, sizeof (total), "%zu+", run->submitted);
+    char failures [256] = "";
+    size_t used = 0;
+    for (void *count = zhashx_first (run->failures); count && used < sizeof (failures);
+         count = zhashx_next (run->failures)) {
+        int n = snprintf (failures + used, sizeof (failures) - used, " %s=%zu",
+                          (const char *) zhashx_cursor (run->failures), (size_t) count);
+        used += n > 0? (size_t) n: 0;
+    }
+    fprintf (stderr, "\r\033[K%zu/%s done, %.1f jobs/s, failures:%s", run->done, total,
+             elapsed > 0? run->done / elapsed: 0.0, used? failures: " none");
+    fflush (stderr);
+}
+
+//  The parsed options; 0, or 2 on a usage error (said on stderr).
+static int
+s_parse (int argc, char **argv, s_options_t *opts)
+{
+    memset (opts, 0, sizeof (*opts));
+    opts->window = 256;
+    opts->connect_timeout_s = 10;
+    static const struct option options [] = {
+        { "broker", required_argument, NULL, 'b' },
+        { "timeout", required_argument, NULL, 't' },
+        { "seed", required_argument, NULL, 's' },
+        { "tag", required_argument, NULL, 'g' },
+        { "window", required_argument, NULL, 'w' },
+        { "connect-timeout", required_argument, NULL, 'c' },
+        { "batch", required_argument, NULL, 'B' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 }
+    };
+    optind = 0;                 //  glibc: start over, whoever parsed before
+    int opt;
+    char *end;
+    while ((opt = getopt_long (argc, argv, "h", options, NULL)) != -1) {
+        errno = 0;
+        switch (opt) {
+            case 'b':
+                opts->broker = optarg;
+                break;
+            case 't':
+            case 'c': {
+                double value = strtod (optarg, &end);
+                if (errno || end == optarg || *end || !(value > 0) || value > 1e6) {
+                    fprintf (stderr, "kgym submit: --%s wants seconds > 0, not '%s'\n",
+                             opt == 't'? "timeout": "connect-timeout", optarg);
+                    return 2;
+                }
+                if (opt == 't') {
+                    opts->timeout_s = value;
+                    opts->timeout_given = true;
+                }
+                else
+                    opts->connect_timeout_s = value;
+                break;
+            }
+            case 's': {
+                unsigned long long value = strtoull (optarg, &end, 10);
+                if (errno || end == optarg || *end || optarg [0] == '-' || value > INT64_MAX) {
+                    fprintf (stderr, "kgym submit: --seed wants an integer 0..2^63-1, not '%s'\n", optarg);
+                    return 2;
+                }
+                opts->seed = value;
+                opts->seed_given = true;
+                break;
+            }
+            case 'g':
+                if (strlen (optarg) >= PROTO_MAX_STR) {
+                    fprintf (stderr, "kgym submit: --tag longer than %d bytes\n", PROTO_MAX_STR - 1);
+                    return 2;
+                }
+                opts->tag = optarg;
+                break;
+            case 'w': {
+                unsigned long value = strtoul (optarg, &end, 10);
+                if (errno || end == optarg || *end || optarg [0] == '-' || value < 1 || value > 100000) {
+                    fprintf (stderr, "kgym submit: --window wants 1..100000, not '%s'\n", optarg);
+                    return 2;
+                }
+                opts->window = (uint32_t) value;
+                break;
+            }
+            case 'B':
+                opts->batch = optarg;
+                break;
+            case 'h':
+                s_usage (stdout);
+                return 1;
+            default:
+                s_usage (stderr);
+                return 2;
+        }
+    }
+    opts->paths = argv + optind;
+    opts->npaths = argc - optind;
+    if (!opts->broker) {
+        fprintf (stderr, "kgym submit: --broker EP is required\n");
+        return 2;
+    }
+    if (opts->batch && opts->npaths > 0) {
+        fprintf (stderr, "kgym submit: --batch takes no TASK or CANDIDATE arguments\n");
+        return 2;
+    }
+    if (!opts->batch && opts->npaths < 2) {
+        fprintf (stderr, "kgym submit: needs TASK and at least one CANDIDATE (or --batch)\n");
+        return 2;
+    }
+    return 0;
+}
+
+//  The loop: keep the window full, print results as they come. 0 or -1 with a reason.
+static int
+s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, size_t errlen)
+{
+    client_kgym_t *client = client_kgym_new (opts->broker);
+    if (!client) {
+        snprintf (err, errlen, "cannot connect to %s (bad endpoint?)", opts->broker);
+        return -1;
+    }
+    int rc = 0;
+    size_t inflight = 0;
+    bool end = false;
+    uint64_t next_ref = 1;
+    run->started_ms = s_now_ms ();
+    double silence_limit_s = opts->connect_timeout_s > SUBMIT_MIN_SILENCE_S?
+                             opts->connect_timeout_s: SUBMIT_MIN_SILENCE_S;
+    while (rc == 0) {
+        while (!end && inflight < opts->window) {
+            json_t *job = NULL;
+            char *label = NULL;
+            int got = s_source_next (source, &job, &label, err, errlen);
+            if (got <= 0) {
+                end = true;
+                if (got < 0)
+                    rc = -1;
+                break;
+            }
+            uint64_t ref = next_ref++;
+            char why [256];
+            if (s_label_set (run, ref, label)) {
+                snprintf (err, errlen, "out of memory");
+                free (label);
+                rc = -1;
+            }
+            else
+            if (client_kgym_submit (client, ref, job, why, sizeof (why))) {
+                snprintf (err, errlen, "%s: %s", label, why);
+                rc = -1;
+            }
+            json_decref (job);
+            if (rc)
+                break;
+            inflight++;
+            run->submitted++;
+        }
+        if (rc || inflight == 0)
+            break;
+
+        client_event_t event;
+        if (client_kgym_recv (client, 200, &event)) {
+            if (zsys_interrupted) {
+                snprintf (err, errlen, "interrupted");
+                rc = -1;
+            }
+            else
+            if (!client_kgym_heard (client)
+            &&  s_now_ms () - run->started_ms > (int64_t) (opts->connect_timeout_s * 1000)) {
+                snprintf (err, errlen, "no reply from the broker at %s within %g s",
+                          opts->broker, opts->connect_timeout_s);
+                rc = -1;
+            }
+            else
+            if (client_kgym_heard (client)
+            &&  client_kgym_silence_ms (client) > (int64_t) (silence_limit_s * 1000)) {
+                snprintf (err, errlen, "the broker at %s stopped answering (%g s)",
+                          opts->broker, silence_limit_s);
+                rc = -1;
+            }
+            s_progress (run, source, false);
+            continue;
+        }
+        if (event.type == CLIENT_EVENT_ACCEPTED)
+            run->accepted++;
+        else
+        if (event.type == CLIENT_EVENT_RESULT) {
+            json_t *line = client_result_line (event.result, s_label (run, event.ref));
+            char *text = line? json_dumps (line, JSON_COMPACT): NULL;
+            json_decref (line);
+            if (!text || printf ("%s\n", text) < 0 || fflush (stdout)) {
+                snprintf (err, errlen, "cannot write the result of %s", s_label (run, event.ref));
+                rc = -1;
+            }
+            free (text);
+            s_count_failure (run, event.result);
+            if (event.ref < run->maxlabels && run->labels [event.ref]) {
+                zstr_free (&run->labels [event.ref]);
+                inflight--;
+                run->done++;
+            }
+        }
+        else
+        if (event.type == CLIENT_EVENT_ERROR) {
+            if (event.ref)
+                snprintf (err, errlen, "%s: broker error %u: %s", s_label (run, event.ref),
+                          event.code, event.reason);
+            else
+                snprintf (err, errlen, "broker error %u: %s", event.code, event.reason);
+            rc = -1;
+        }
+        client_event_clear (&event);
+        s_progress (run, source, false);
+    }
+    client_kgym_destroy (&client);
+    return rc;
+}
+
+int
+client_submit_main (int argc, char **argv)
+{
+    s_options_t opts;
+    int usage = s_parse (argc, argv, &opts);
+    if (usage)
+        return usage == 1? 0: usage;
+
+    char err [1024] = "";
+    s_source_t source;
+    if (s_source_open (&source, &opts, err, sizeof (err))) {
+        fprintf (stderr, "kgym submit: %s\n", err);
+        s_source_close (&source);
+        return 1;
+    }
+    s_run_t run;
+    memset (&run, 0, sizeof (run));
+    run.tty = isatty (STDERR_FILENO);
+    run.failures = zhashx_new ();
+    int rc = run.failures? s_run (&run, &source, &opts, err, sizeof (err)): -1;
+    if (run.tty && run.submitted) {
+        s_progress (&run, &source, true);
+        fputc ('\n', stderr);
+    }
+    if (rc)
+        fprintf (stderr, "kgym submit: %s\n", err [0]? err: "out of memory");
+    for (size_t i = 0; i < run.maxlabels; i++)
+        free (run.labels [i]);
+    free (run.labels);
+    zhashx_destroy (&run.failures);
+    s_source_close (&source);
+    return rc? 1: 0;
+}

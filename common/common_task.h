@@ -73,6 +73,7 @@ typedef struct {
     char *workspace;            //  expression for scratch bytes, NULL = none
     common_launch_t *launches;  //  at least one
     size_t nlaunches;           //  entries in launches
+    char *name;                 //  optional label ("name"), NULL when absent
 } common_program_t;
 
 //  One entry of "sizes": names with their values.
@@ -94,6 +95,7 @@ typedef struct {
     double atol, rtol;          //  tolerance (defaults 1e-5, 1e-5)
     common_program_t reference; //  required
     common_program_t *baseline; //  optional; NULL = time against reference
+    char *bytes_expr;           //  "bytes": bytes moved, for the roofline; NULL when absent
 } common_task_t;
 
 //  Evaluation settings ("eval" of a job).

@@ -2,13 +2,15 @@
 
     Job and result bodies travel as msgpack maps with the same keys as the
     JSON files. msgpack-c's C API has no limits of its own (a 5-byte map
-    header asks for 4 billion entries), so decoding walks the bytes with
-    msgpack_unpack_next into a zone only after the buffer size is bounded,
-    and rejects a document deeper, wider or longer than the limits before
-    building the jansson tree. Binary strings decode as strings when valid
-    UTF-8 (else rejected); extension types are rejected; non-string map keys
-    are rejected; integers beyond int64 are rejected; trailing bytes are
-    rejected.
+    header asks for 4 billion entries), so decoding does not use its
+    unpacker: it walks the bytes with the bounded reader proto_mpr (counts
+    checked against the bytes left) after the buffer size is bounded, and
+    rejects a document deeper, wider or longer than the limits before each
+    allocation of the jansson tree. Binary strings decode as strings when
+    valid UTF-8 (else rejected); extension types are rejected; non-string
+    and duplicate map keys are rejected; integers beyond int64 and
+    non-finite reals are rejected; trailing bytes are rejected. Encoding
+    uses msgpack-c's packer.
 */
 #ifndef PROTO_MPK_H
 #define PROTO_MPK_H

@@ -18,6 +18,7 @@
         JOB        B->W  job(int) attempt(int)                            body: job
         RESULT     W->B  job(int) attempt(int)                            body: result
         RESULT     B->C  job(int) ref(int) [queue_s(real)] [worker(str)]   body: result
+                   (one shape both ways: job required; attempt, ref sent always)
         ERROR      B->any code(int) reason(str) [ref(int)] [job(int)]
 */
 #ifndef PROTO_MSG_H
@@ -76,15 +77,20 @@ typedef struct {
 proto_msg_t *proto_msg_new (proto_cmd_t cmd);
 void proto_msg_destroy (proto_msg_t **self_p);
 
-//  Receive one message. Returns 0 on success; -1 when interrupted or nothing
-//  could be read; -2 when malformed: then self->routing_id is still set (so
-//  the caller can reply) and self->reason says why. Always consumes every
-//  frame of the message.
+//  Receive one message (resets self first). Returns 0 on success; -1 when
+//  interrupted or nothing could be read; -2 when malformed: then
+//  self->routing_id is still set (so the caller can reply), self->code is
+//  the ERROR code to reply with (400, 401 unknown command, 413 too large),
+//  self->reason says why, and self->cmd is the command byte when it was a
+//  known one (else 0). Always consumes every frame of the message.
 int proto_msg_recv (proto_msg_t *self, zsock_t *sock);
 
-//  Send; prepends routing_id when set. The body is sent and kept (a copy is
-//  sent), so a message can be resent. Returns 0 or -1 (e.g. EHOSTUNREACH on a
-//  ROUTER with ZMQ_ROUTER_MANDATORY).
+//  Send; prepends routing_id when set. The body is sent and kept (a
+//  zmq_msg_copy is sent, which shares the bytes), so a message can be
+//  resent. On a ROUTER it never blocks (ZMQ_DONTWAIT). Returns 0, or -1 with
+//  errno (EHOSTUNREACH on a ROUTER with ZMQ_ROUTER_MANDATORY for a peer that
+//  has gone, EAGAIN for a peer at its high-water mark, EINVAL for a command
+//  that needs a body and has none).
 int proto_msg_send (proto_msg_t *self, zsock_t *sock);
 
 //  Take ownership of a body / routing id (caller's pointer is NULLed).
@@ -102,8 +108,10 @@ const char *proto_cmd_name (proto_cmd_t cmd);
 //  Copy a string into a header field, truncated to fit.
 void proto_msg_set_str (char field[PROTO_MAX_STR], const char *value);
 
-//  Apply the socket options every kgym socket uses: bounded HWMs, maximum
-//  message size, linger, and ZMQ_ROUTER_MANDATORY on ROUTER sockets.
+//  Apply the socket options every kgym socket uses: bounded HWMs (10000),
+//  maximum message size (PROTO_MAX_BODY + 64 KiB), linger (0 on ROUTERs,
+//  200 ms on others so a last DISCONNECT leaves), and ZMQ_ROUTER_MANDATORY
+//  on ROUTER sockets. Call before bind/connect.
 void proto_sock_configure (zsock_t *sock, bool router);
 
 #endif

@@ -33,6 +33,7 @@ typedef struct {
     uint64_t wall_ns;           //  supervisor-measured request-to-reply time
     uint64_t runner_ns;         //  runner-reported time (untrusted hint)
     char message[256];          //  reason for anything but RUN_OK
+    uint32_t runner_status;     //  RUN_ERROR: the runner's runner_status_t (added)
 } worker_run_outcome_t;
 
 //  Start a runner that loads the shared object in so_fd (a memfd or file,
@@ -59,6 +60,9 @@ bool worker_runner_alive (worker_runner_t *self);
 
 //  Caps in force for this runner, JSON object text (borrowed).
 const char *worker_runner_caps (worker_runner_t *self);
+
+//  The runner's sandbox (pid, process group, cgroup), borrowed (added).
+worker_sandbox_t *worker_runner_sandbox (worker_runner_t *self);
 
 //  Kill the runner's whole process group and cgroup, reap, free.
 void worker_runner_destroy (worker_runner_t **self_p);

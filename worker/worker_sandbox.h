@@ -47,4 +47,69 @@ int worker_sandbox_exec (const worker_sandbox_config_t *cfg, char *const argv[],
 //  e.g. {"netns":true,"uid":"nobody","seccomp":true,"cgroup":"v1","memory":true,"pids":true}.
 const char *worker_sandbox_host_caps (void);
 
+//  ---------------------------------------------------------------------
+//  One confinement instance (used by worker_runner and worker_sandbox_exec):
+//  the cgroup made for it, when the host allows one, and the kgym-runner
+//  process group spawned into it. The runner is this process's child; its
+//  pid is also its process group id. Never signalled once reaped.
+typedef struct worker_sandbox_t worker_sandbox_t;
+
+typedef enum {
+    SANDBOX_MODE_KERNEL = 0,    //  load so_fd, serve requests on sock_fd, shared memory shm_fd
+    SANDBOX_MODE_EXEC,          //  run argv with stdout+stderr on out_fd, cwd its directory
+    SANDBOX_MODE_PROBE          //  confine, send the caps reply on sock_fd, exit
+} worker_sandbox_mode_t;
+
+//  Prepare a sandbox: a fresh cgroup (cfg->slot NULL, removed on destroy)
+//  or this slot's reusable one, capped; none when the host has none.
+//  cfg may be NULL (defaults). NULL with a reason.
+worker_sandbox_t *worker_sandbox_new (const worker_sandbox_config_t *cfg, char *err, size_t errlen);
+
+//  Spawn kgym-runner once (posix_spawn, own process group, stdin and, but
+//  in exec mode, stdout/stderr on /dev/null). sock_fd, so_fd, shm_fd keep
+//  their numbers in the child (pass -1 for unused); out_fd becomes its
+//  stdout and stderr; cwd may be NULL. 0 or -1 with a reason.
+int worker_sandbox_spawn (worker_sandbox_t *self, worker_sandbox_mode_t mode, int sock_fd,
+                          int so_fd, int shm_fd, int out_fd, const char *cwd,
+                          char *const argv[], char *err, size_t errlen);
+
+//  The runner's pid (= process group id); 0 before spawn and once reaped.
+int worker_sandbox_pid (worker_sandbox_t *self);
+
+//  Signal the whole process group (SIGSTOP, SIGCONT...). 0 or -1.
+int worker_sandbox_signal (worker_sandbox_t *self, int sig);
+
+//  Stop the group (SIGSTOP) and wait until the runner is seen stopped.
+//  0 stopped; -1 when it exited instead or did not stop in timeout_s (it is
+//  then killed and reaped; see worker_sandbox_status).
+int worker_sandbox_stop (worker_sandbox_t *self, double timeout_s);
+
+//  Wait up to timeout_s for the runner to exit, then kill whatever is left
+//  of its group and cgroup and reap it. 0 reaped, 1 still running.
+int worker_sandbox_wait (worker_sandbox_t *self, double timeout_s);
+
+//  Kill the whole group and cgroup now and reap the runner (idempotent).
+void worker_sandbox_kill (worker_sandbox_t *self);
+
+//  True once reaped; *wstatus (waitpid style) and *cpu_s (user+system
+//  seconds) of the runner; either may be NULL.
+bool worker_sandbox_reaped (worker_sandbox_t *self, int *wstatus, double *cpu_s);
+
+//  Why the reaped runner ended, in words: "killed by SIGSEGV", "exited
+//  with code 3", "killed by SIGKILL: out of memory (cap 512 MiB)", ...
+void worker_sandbox_describe (worker_sandbox_t *self, char *buf, size_t len);
+
+//  True when the cgroup has seen an OOM kill since this sandbox was made.
+bool worker_sandbox_oom (worker_sandbox_t *self);
+
+//  "v2", "v1" or "none"; and the first cgroup directory (NULL when none).
+const char *worker_sandbox_cgroup (worker_sandbox_t *self);
+const char *worker_sandbox_cgroup_path (worker_sandbox_t *self);
+
+//  Number of processes in the sandbox's cgroup now (-1 when it has none).
+int worker_sandbox_cgroup_count (worker_sandbox_t *self);
+
+//  Kill, reap, empty the cgroup and remove it unless it is a slot's.
+void worker_sandbox_destroy (worker_sandbox_t **self_p);
+
 #endif

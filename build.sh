@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# kgym's one entry point on a fresh Debian 12 / Ubuntu machine.
+#   ./build.sh demo    install what is missing, build, run `kgym demo`
+#                      (the bundled examples on the local GPU when there is one, else the CPU backend)
+#   ./build.sh test    install what is missing, build, run the test suites
+#   ./build.sh build   install what is missing and build only
+# Build directory: $KGYM_BUILD (default ./build).
+set -euo pipefail
+cd "$(dirname "$0")"
+action=${1:-demo}
+build=${KGYM_BUILD:-build}
+
+need_pkgs() {
+    local missing=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "build.sh: installing ${missing[*]}" >&2
+    local sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq >/dev/null || true
+    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+pkgs=(gcc pkg-config meson ninja-build python3 libczmq-dev libzmq3-dev libsqlite3-dev
+      libsodium-dev libjansson-dev libffi-dev libseccomp-dev check)
+# msgpack-c's dev package was renamed on newer releases.
+if apt-cache show libmsgpack-c-dev >/dev/null 2>&1; then pkgs+=(libmsgpack-c-dev); else pkgs+=(libmsgpack-dev); fi
+need_pkgs "${pkgs[@]}"
+
+if [ ! -f "$build/build.ninja" ]; then
+    meson setup "$build" --buildtype=debugoptimized >/dev/null
+fi
+ninja -C "$build" >/dev/null
+
+case "$action" in
+    demo)  exec "$build/client/kgym" demo ;;
+    test)  meson test -C "$build" --print-errorlogs --num-processes 2 ;;
+    build) ;;
+    *)     echo "usage: ./build.sh demo|test|build" >&2; exit 2 ;;
+esac

@@ -1,0 +1,23 @@
+/*  client_submit - the `kgym submit` subcommand: jobs to a broker, result lines out.
+
+    kgym submit --broker EP [--timeout S] [--seed N] [--tag T] [--window N]
+                [--connect-timeout S] TASK CANDIDATE...
+    kgym submit --broker EP [same options] --batch FILE|-
+
+    Sends one job per candidate (or per line of the batch file, a JSON object
+    {"task", "candidate", "eval", "reward", "tag"} whose task and candidate
+    are objects or paths relative to the cwd), keeps at most --window jobs
+    in flight, and prints one compact JSON line per result on stdout in
+    completion order (client_result_line, "candidate" = the path as given,
+    or "line N" for an inline candidate). A progress line goes to stderr
+    when it is a terminal. Exit 0 when every job got a result, whatever its
+    status; 1 with a one-line reason on stderr when it could not do its
+    work; 2 on a usage error.
+*/
+#ifndef CLIENT_SUBMIT_H
+#define CLIENT_SUBMIT_H
+
+//  Run the subcommand; argv [0] is "submit". Returns the exit status.
+int client_submit_main (int argc, char **argv);
+
+#endif

@@ -1,0 +1,15 @@
+/* A correct kernel (naive.c) submitted with a compiler option outside the
+   allow-list: -fplugin loads arbitrary code into the compiler. Must be
+   rejected before anything is compiled. Expected: invalid. */
+#include <stdint.h>
+
+void matmul(const float *A, const float *B, float *C, int32_t M, int32_t N, int32_t K)
+{
+    for (int32_t i = 0; i < M; i++)
+        for (int32_t j = 0; j < N; j++) {
+            float s = 0.0f;
+            for (int32_t k = 0; k < K; k++)
+                s += A[(int64_t) i * K + k] * B[(int64_t) k * N + j];
+            C[(int64_t) i * N + j] = s;
+        }
+}

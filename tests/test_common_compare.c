@@ -1,0 +1,132 @@
+/*  test_common_compare - the correctness gate: tolerance edges, NaN poison,
+    infinities, statistics and the first failures kept in index order.  */
+#include "testutil.h"
+#include "common_compare.h"
+#include "common_init.h"
+#include <math.h>
+
+START_TEST (test_equal_passes)
+{
+    float e [4] = { 1, -2, 0, 1e30f }, g [4] = { 1, -2, 0, 1e30f };
+    common_compare_t out;
+    common_compare (DTYPE_F32, e, g, 4, 0, 0, &out);
+    ck_assert_uint_eq (out.count, 4);
+    ck_assert_uint_eq (out.bad, 0);
+    ck_assert_uint_eq (out.nfirst, 0);
+    ck_assert (out.max_abs == 0 && out.max_rel == 0);
+}
+END_TEST
+
+START_TEST (test_tolerance_edges)
+{
+    //  |g - e| <= atol + rtol * |e|: exact binary values so the edge is exact.
+    double e [4] = { 1.0, 1.0, -4.0, -4.0 };
+    double g [4] = { 1.375, 1.5, -3.0, -2.75 };
+    common_compare_t out;
+    //  Bound for e=1: 0.25 + 0.125 = 0.375; for e=-4: 0.25 + 0.5 = 0.75... 1.0 fails.
+    common_compare (DTYPE_F64, e, g, 4, 0.25, 0.125, &out);
+    ck_assert_uint_eq (out.bad, 3);
+    ck_assert_uint_eq (out.first [0].index, 1);
+    ck_assert_uint_eq (out.first [1].index, 2);
+    ck_assert_uint_eq (out.first [2].index, 3);
+    ck_assert (out.first [0].expected == 1.0 && out.first [0].got == 1.5);
+    ck_assert (out.max_abs == 1.25);
+    ck_assert (out.max_rel == 0.5);
+    //  Loosen rtol to 0.25: bound for e=-4 becomes 1.25, both pass.
+    common_compare (DTYPE_F64, e, g, 4, 0.25, 0.25, &out);
+    ck_assert_uint_eq (out.bad, 0);
+    //  The bound scales with |expected|, not |got|.
+    double e2 [1] = { 0.0 }, g2 [1] = { 100.0 };
+    common_compare (DTYPE_F64, e2, g2, 1, 0.0, 0.5, &out);
+    ck_assert_uint_eq (out.bad, 1);
+    ck_assert (out.max_rel == 0);       //  expected == 0: no relative error
+}
+END_TEST
+
+START_TEST (test_nan_fails)
+{
+    //  A poisoned output never written fails even with huge tolerances.
+    float e [8], g [8];
+    common_init_t ones = { INIT_ONES, 0, 0 };
+    common_init_fill (&ones, DTYPE_F32, e, 8, 0, 0);
+    common_init_poison (DTYPE_F32, g, 8, 0, 0);
+    g [3] = 1.0f;
+    common_compare_t out;
+    common_compare (DTYPE_F32, e, g, 8, 1e30, 1e30, &out);
+    ck_assert_uint_eq (out.bad, 7);
+    ck_assert (out.max_abs == 0);       //  NaN pairs are left out of the statistics
+    //  NaN expected fails too, even against NaN.
+    common_compare (DTYPE_F32, g, g, 8, 1e30, 1e30, &out);
+    ck_assert_uint_eq (out.bad, 7);
+    uint16_t he [1] = { 0x7E00 }, hg [1] = { 0x7E00 };
+    common_compare (DTYPE_F16, he, hg, 1, 1, 1, &out);
+    ck_assert_uint_eq (out.bad, 1);
+    he [0] = hg [0] = 0x7FC0;
+    common_compare (DTYPE_BF16, he, hg, 1, 1, 1, &out);
+    ck_assert_uint_eq (out.bad, 1);
+}
+END_TEST
+
+START_TEST (test_infinities)
+{
+    double e [5] = { INFINITY, INFINITY, -INFINITY, 1.0, 1e308 };
+    double g [5] = { INFINITY, -INFINITY, -INFINITY, INFINITY, -1e308 };
+    common_compare_t out;
+    common_compare (DTYPE_F64, e, g, 5, 1e-3, 1e-3, &out);
+    //  Equal infinities pass; an inf against anything else fails; a
+    //  difference overflowing to inf fails.
+    ck_assert_uint_eq (out.bad, 3);
+    ck_assert_uint_eq (out.first [0].index, 1);
+    ck_assert_uint_eq (out.first [1].index, 3);
+    ck_assert_uint_eq (out.first [2].index, 4);
+    ck_assert (isinf (out.max_abs));    //  the overflowing finite pair counts
+    //  However loose the tolerance, inf only matches the same inf.
+    common_compare (DTYPE_F64, e, g, 4, 1e300, 1e300, &out);
+    ck_assert_uint_eq (out.bad, 2);
+}
+END_TEST
+
+START_TEST (test_integers_and_keep)
+{
+    int32_t e [20], g [20];
+    for (int i = 0; i < 20; i++) {
+        e [i] = i;
+        g [i] = i % 2 ? i + 1 : i;      //  every odd index is off by one
+    }
+    common_compare_t out;
+    common_compare (DTYPE_I32, e, g, 20, 0, 0, &out);
+    ck_assert_uint_eq (out.bad, 10);
+    ck_assert_uint_eq (out.nfirst, COMMON_COMPARE_KEEP);
+    for (size_t k = 0; k < COMMON_COMPARE_KEEP; k++) {
+        ck_assert_uint_eq (out.first [k].index, 2 * k + 1);
+        ck_assert (out.first [k].got == out.first [k].expected + 1);
+    }
+    ck_assert (out.max_abs == 1);
+    ck_assert (out.max_rel == 1);       //  |2-1|/1
+    common_compare (DTYPE_I32, e, g, 20, 1, 0, &out);
+    ck_assert_uint_eq (out.bad, 0);
+    common_compare (DTYPE_I32, e, g, 0, 0, 0, &out);
+    ck_assert_uint_eq (out.count, 0);
+    ck_assert_uint_eq (out.bad, 0);
+}
+END_TEST
+
+static Suite *
+s_suite (void)
+{
+    Suite *suite = suite_create ("common_compare");
+    TCase *tc = tcase_create ("core");
+    tcase_add_test (tc, test_equal_passes);
+    tcase_add_test (tc, test_tolerance_edges);
+    tcase_add_test (tc, test_nan_fails);
+    tcase_add_test (tc, test_infinities);
+    tcase_add_test (tc, test_integers_and_keep);
+    suite_add_tcase (suite, tc);
+    return suite;
+}
+
+int
+main (void)
+{
+    return testutil_run_suite (s_suite ());
+}

@@ -1,0 +1,270 @@
+/*  test_worker_eval - the evaluator end to end on the CPU backend.
+
+    Real compiler, real sandboxed runners, real SQLite cache (in a temporary
+    directory): each test grades one inline candidate against a small
+    scale task and checks the verdict, the reward and the evidence.
+*/
+#include "testutil.h"
+#include "worker_eval.h"
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char s_cache_dir [] = "/tmp/kgym-test-eval-XXXXXX";
+static worker_eval_t *s_eval;
+
+static const char *s_task_json =
+    "{\"name\": \"scale_f32\", \"backend\": \"cpu\","
+    " \"args\": ["
+    "  {\"name\": \"x\", \"kind\": \"input\", \"dtype\": \"f32\", \"shape\": [\"N\"], \"init\": {\"dist\": \"uniform\", \"low\": -1, \"high\": 1}},"
+    "  {\"name\": \"y\", \"kind\": \"output\", \"dtype\": \"f32\", \"shape\": [\"N\"]},"
+    "  {\"name\": \"a\", \"kind\": \"scalar\", \"dtype\": \"f32\", \"value\": 2.5},"
+    "  {\"name\": \"N\", \"kind\": \"scalar\", \"dtype\": \"i32\", \"value\": \"N\"}],"
+    " \"sizes\": [{\"N\": 20000}, {\"N\": 17}, {\"N\": 1}],"
+    " \"tolerance\": {\"atol\": 1e-6, \"rtol\": 1e-6},"
+    " \"reference\": {\"source\": \"void scale_ref(const float *x, float *y, float a, int n) { for (int i = 0; i < n; i++) y[i] = a * x[i]; }\","
+    "                \"launches\": [{\"kernel\": \"scale_ref\"}]}}";
+
+static void
+s_setup (void)
+{
+    ck_assert_ptr_nonnull (mkdtemp (s_cache_dir));
+    char path [256];
+    snprintf (path, sizeof path, "%s/modules.sqlite", s_cache_dir);
+    worker_eval_config_t cfg;
+    worker_eval_config_default (&cfg);
+    cfg.backend = "cpu";
+    cfg.cache_path = path;
+    cfg.worker_name = "test";
+    char err [512] = "";
+    s_eval = worker_eval_new (&cfg, err, sizeof err);
+    ck_assert_msg (s_eval != NULL, "evaluator: %s", err);
+}
+
+static void
+s_teardown (void)
+{
+    worker_eval_destroy (&s_eval);
+    char command [512];
+    snprintf (command, sizeof command, "rm -rf %s", s_cache_dir);
+    ck_assert_int_eq (system (command), 0);
+    strcpy (s_cache_dir, "/tmp/kgym-test-eval-XXXXXX");
+}
+
+//  Grade source (a C function "scale" with the task's args) with extra job keys.
+static json_t *
+s_grade (const char *source, const char *options_json, double timeout)
+{
+    json_error_t error;
+    json_t *task = json_loads (s_task_json, 0, &error);
+    ck_assert_msg (task != NULL, "task json: %s", error.text);
+    json_t *candidate = json_pack ("{s:s, s:[{s:s}]}", "source", source, "launches", "kernel", "scale");
+    if (options_json)
+        json_object_set_new (candidate, "options", json_loads (options_json, 0, NULL));
+    json_t *job = json_pack ("{s:o, s:o, s:{s:f, s:i, s:i}, s:s}", "task", task, "candidate", candidate,
+                             "eval", "timeout", timeout, "seed", 42, "timed", 5, "tag", "t1");
+    json_t *result = worker_eval_run (s_eval, job);
+    json_decref (job);
+    ck_assert_ptr_nonnull (result);
+    return result;
+}
+
+static void
+s_expect (json_t *result, const char *status)
+{
+    const char *got = json_string_value (json_object_get (result, "status"));
+    char *text = json_dumps (result, JSON_COMPACT);
+    ck_assert_msg (got && strcmp (got, status) == 0, "expected status %s, got %s", status, text);
+    free (text);
+}
+
+START_TEST (test_correct_candidate_is_ok_and_timed)
+{
+    json_t *result = s_grade ("void scale(const float *x, float *y, float a, int n)"
+                              "{ for (int i = 0; i < n; i++) y[i] = a * x[i]; }", "[\"-O2\"]", 10);
+    s_expect (result, "ok");
+    ck_assert (json_real_value (json_object_get (result, "reward")) > 0);
+    ck_assert (json_real_value (json_object_get (result, "speedup")) > 0);
+    ck_assert_int_eq (json_integer_value (json_object_get (result, "seed")), 42);
+    ck_assert_str_eq (json_string_value (json_object_get (result, "tag")), "t1");
+    json_t *timings = json_object_get (result, "timings");
+    ck_assert (json_is_object (timings));
+    ck_assert_int_eq (json_integer_value (json_object_get (json_object_get (timings, "candidate"), "n")), 5);
+    ck_assert_str_eq (json_string_value (json_object_get (timings, "baseline_kind")), "reference");
+    json_decref (result);
+}
+END_TEST
+
+START_TEST (test_wrong_values_are_incorrect_with_mismatches)
+{
+    json_t *result = s_grade ("void scale(const float *x, float *y, float a, int n)"
+                              "{ for (int i = 0; i < n; i++) y[i] = x[i]; (void) a; }", NULL, 10);
+    s_expect (result, "incorrect");
+    ck_assert_double_eq (json_real_value (json_object_get (result, "reward")), -0.5);
+    ck_assert (json_is_null (json_object_get (result, "speedup")));
+    json_t *mismatches = json_object_get (result, "mismatches");
+    ck_assert (json_array_size (mismatches) > 0);
+    ck_assert_str_eq (json_string_value (json_object_get (json_array_get (mismatches, 0), "arg")), "y");
+    json_decref (result);
+}
+END_TEST
+
+START_TEST (test_tail_bug_is_caught_on_odd_size)
+{
+    //  Right for multiples of 4, drops the remainder: N=17 and N=1 expose it.
+    json_t *result = s_grade ("void scale(const float *x, float *y, float a, int n)"
+                              "{ for (int i = 0; i + 4 <= n; i += 4) for (int k = 0; k < 4; k++) y[i+k] = a * x[i+k]; }",
+                              NULL, 10);
+    s_expect (result, "incorrect");
+    json_t *first = json_array_get (json_object_get (result, "mismatches"), 0);
+    ck_assert_int_eq (json_integer_value (json_object_get (first, "size")), 1);
+    ck_assert_int_eq (json_integer_value (json_object_get (first, "index")), 16);
+    ck_assert_str_eq (json_string_value (json_object_get (first, "got")), "nan");
+    json_decref (result);
+}
+END_TEST
+
+START_TEST (test_unwritten_output_fails)
+{
+    json_t *result = s_grade ("void scale(const float *x, float *y, float a, int n) { (void)x; (void)y; (void)a; (void)n; }",
+                              NULL, 10);
+    s_expect (result, "incorrect");
+    json_decref (result);
+}
+END_TEST
+
+START_TEST (test_modified_input_fails)
+{
+    json_t *result = s_grade ("void scale(float *x, float *y, float a, int n)"
+                              "{ for (int i = 0; i < n; i++) { y[i] = a * x[i]; x[i] = 0; } }", NULL, 10);
+    s_expect (result, "incorrect");
+    ck_assert_msg (strstr (json_string_value (json_object_get (result, "message")), "input 'x'"),
+                   "message should name the input");
+    json_decref (result);
+}
+END_TEST
+
+START_TEST (test_replayed_answer_fails)
+{
+    //  Computes once, then replays its first answer: fresh inputs per trial expose it.
+    json_t *result = s_grade ("#include <string.h>\n"
+                              "static float saved[20000]; static int have = 0;\n"
+                              "void scale(const float *x, float *y, float a, int n)"
+                              "{ if (!have) { for (int i = 0; i < n; i++) saved[i] = a * x[i]; have = 1; }"
+                              "  memcpy(y, saved, sizeof(float) * (n < 20000 ? n : 20000)); }", NULL, 10);
+    s_expect (result, "incorrect");
+    json_decref (result);
+}
+END_TEST
+
+START_TEST (test_hang_is_timeout_and_evaluator_goes_on)
+{
+    json_t *result = s_grade ("void scale(const float *x, float *y, float a, int n) { for (;;) { __asm__ volatile(\"\"); } }",
+                              NULL, 1.0);
+    s_expect (result, "timeout");
+    ck_assert_double_eq (json_real_value (json_object_get (result, "reward")), -0.5);
+    json_decref (result);
+    result = s_grade ("void scale(const float *x, float *y, float a, int n)"
+                      "{ for (int i = 0; i < n; i++) y[i] = a * x[i]; }", NULL, 10);
+    s_expect (result, "ok");
+    json_decref (result);
+}
+END_TEST
+
+START_TEST (test_crash_is_runtime_error)
+{
+    json_t *result = s_grade ("void scale(const float *x, float *y, float a, int n) { *(volatile int *) 0 = 1; }",
+                              NULL, 10);
+    s_expect (result, "runtime_error");
+    ck_assert_msg (strstr (json_string_value (json_object_get (result, "message")), "SIGSEGV"),
+                   "message should say SIGSEGV: %s", json_string_value (json_object_get (result, "message")));
+    json_decref (result);
+}
+END_TEST
+
+START_TEST (test_compile_error_has_log_and_lowest_reward)
+{
+    json_t *result = s_grade ("void scale(const float *x, float *y, float a, int n) { y[0] = ; }", NULL, 10);
+    s_expect (result, "compile_error");
+    ck_assert_double_eq (json_real_value (json_object_get (result, "reward")), -1.0);
+    ck_assert (strlen (json_string_value (json_object_get (result, "compile_log"))) > 0);
+    json_decref (result);
+}
+END_TEST
+
+START_TEST (test_disallowed_option_is_invalid_without_reward)
+{
+    json_t *result = s_grade ("void scale(const float *x, float *y, float a, int n)"
+                              "{ for (int i = 0; i < n; i++) y[i] = a * x[i]; }", "[\"-fplugin=/tmp/evil.so\"]", 10);
+    s_expect (result, "invalid");
+    ck_assert (json_is_null (json_object_get (result, "reward")));
+    json_decref (result);
+}
+END_TEST
+
+START_TEST (test_missing_kernel_symbol_fails)
+{
+    json_t *result = s_grade ("void other(const float *x, float *y, float a, int n) { }", NULL, 10);
+    const char *status = json_string_value (json_object_get (result, "status"));
+    ck_assert_msg (strcmp (status, "runtime_error") == 0 || strcmp (status, "compile_error") == 0,
+                   "a missing kernel is the candidate's fault, got %s", status);
+    json_decref (result);
+}
+END_TEST
+
+START_TEST (test_malformed_jobs_are_invalid)
+{
+    const char *jobs[] = {
+        "42", "{}", "{\"task\": 1, \"candidate\": {}}",
+        "{\"task\": {\"name\": \"t\"}, \"candidate\": {\"source\": \"x\", \"launches\": []}}",
+    };
+    for (size_t i = 0; i < sizeof jobs / sizeof jobs [0]; i++) {
+        json_t *job = json_loads (jobs [i], JSON_DECODE_ANY, NULL);
+        ck_assert_ptr_nonnull (job);
+        json_t *result = worker_eval_run (s_eval, job);
+        s_expect (result, "invalid");
+        ck_assert (json_is_null (json_object_get (result, "reward")));
+        ck_assert (strlen (json_string_value (json_object_get (result, "message"))) > 0);
+        json_decref (result);
+        json_decref (job);
+    }
+}
+END_TEST
+
+START_TEST (test_second_compile_is_a_cache_hit)
+{
+    const char *source = "void scale(const float *x, float *y, float a, int n)"
+                         "{ for (int i = 0; i < n; i++) y[i] = a * x[i] + 0.0f; }";
+    json_t *first = s_grade (source, NULL, 10);
+    json_t *second = s_grade (source, NULL, 10);
+    s_expect (second, "ok");
+    ck_assert (json_is_false (json_object_get (json_object_get (first, "cache"), "candidate")));
+    ck_assert (json_is_true (json_object_get (json_object_get (second, "cache"), "candidate")));
+    json_decref (first);
+    json_decref (second);
+}
+END_TEST
+
+int
+main (void)
+{
+    Suite *suite = suite_create ("worker_eval");
+    TCase *tc = tcase_create ("cpu");
+    tcase_add_checked_fixture (tc, s_setup, s_teardown);
+    tcase_set_timeout (tc, 120);
+    tcase_add_test (tc, test_correct_candidate_is_ok_and_timed);
+    tcase_add_test (tc, test_wrong_values_are_incorrect_with_mismatches);
+    tcase_add_test (tc, test_tail_bug_is_caught_on_odd_size);
+    tcase_add_test (tc, test_unwritten_output_fails);
+    tcase_add_test (tc, test_modified_input_fails);
+    tcase_add_test (tc, test_replayed_answer_fails);
+    tcase_add_test (tc, test_hang_is_timeout_and_evaluator_goes_on);
+    tcase_add_test (tc, test_crash_is_runtime_error);
+    tcase_add_test (tc, test_compile_error_has_log_and_lowest_reward);
+    tcase_add_test (tc, test_disallowed_option_is_invalid_without_reward);
+    tcase_add_test (tc, test_missing_kernel_symbol_fails);
+    tcase_add_test (tc, test_malformed_jobs_are_invalid);
+    tcase_add_test (tc, test_second_compile_is_a_cache_hit);
+    suite_add_tcase (suite, tc);
+    return testutil_run_suite (suite);
+}

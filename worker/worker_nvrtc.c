@@ -1,0 +1,521 @@
+/*  worker_nvrtc - CUDA C candidates into cubins with NVRTC, cached.
+
+    The caller's side (normalise, key, cache, spawn, wait, kill) and the
+    compile subprocess's side (worker_nvrtc_compile_here) live together so
+    the fixed flags and the key can never drift apart.
+*/
+#include "worker_nvrtc.h"
+#include "common_hash.h"
+#include "cuda_msg.h"
+#include "cuda_proc.h"
+#include "kgym_config.h"
+#include <ctype.h>
+#include <cuda.h>
+#include <jansson.h>
+#include <nvrtc.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+//  One byte standing in for a cached compile error (a cubin starts with 0x7f 'E' 'L' 'F').
+#define ERROR_MARK 'E'
+
+//  worker_cache may be shared with the CPU backend's threads.
+static pthread_mutex_t s_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void
+s_err (char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list args;
+    va_start (args, fmt);
+    vsnprintf (err, errlen, fmt, args);
+    va_end (args);
+}
+
+void
+worker_nvrtc_result_free (worker_nvrtc_result_t *result)
+{
+    if (!result)
+        return;
+    free (result->image);
+    free (result->log);
+    result->image = NULL;
+    result->log = NULL;
+    result->size = 0;
+}
+
+//  --- options ---
+
+static bool
+s_is_bool (const char *text)
+{
+    return strcmp (text, "true") == 0 || strcmp (text, "false") == 0;
+}
+
+//  -DNAME or -DNAME=VALUE with a C identifier and a value of safe characters.
+static bool
+s_valid_define (const char *text)
+{
+    if (!(isalpha ((unsigned char) *text) || *text == '_'))
+        return false;
+    const char *p = text;
+    while (isalnum ((unsigned char) *p) || *p == '_')
+        p++;
+    if (*p == 0)
+        return true;
+    if (*p != '=')
+        return false;
+    for (p++; *p; p++)
+        if (!(isalnum ((unsigned char) *p) || strchr ("_.+-*/()<>%&|^~!:,[]'\"", *p)))
+            return false;
+    return true;
+}
+
+//  One option into its canonical spelling (into out), or false.
+static bool
+s_normalise_one (const char *opt, char *out, size_t size)
+{
+    //  Accept one or two leading dashes for every long option.
+    const char *o = opt;
+    if (o [0] == '-' && o [1] == '-')
+        o += 2;
+    else if (o [0] == '-')
+        o += 1;
+    else
+        return false;
+    if (strcmp (o, "use_fast_math") == 0 || strcmp (o, "use-fast-math") == 0) {
+        snprintf (out, size, "--use_fast_math");
+        return true;
+    }
+    if (strcmp (o, "lineinfo") == 0 || strcmp (o, "generate-line-info") == 0) {
+        snprintf (out, size, "--generate-line-info");
+        return true;
+    }
+    if (strcmp (o, "extra-device-vectorization") == 0) {
+        snprintf (out, size, "--extra-device-vectorization");
+        return true;
+    }
+    if (strncmp (o, "maxrregcount=", 13) == 0) {
+        char *end;
+        long n = strtol (o + 13, &end, 10);
+        if (*end || end == o + 13 || n < 16 || n > 255)
+            return false;
+        snprintf (out, size, "--maxrregcount=%ld", n);
+        return true;
+    }
+    if (strncmp (o, "std=", 4) == 0) {
+        const char *v = o + 4;
+        if (strcmp (v, "c++11") && strcmp (v, "c++14") && strcmp (v, "c++17") && strcmp (v, "c++20"))
+            return false;
+        snprintf (out, size, "--std=%s", v);
+        return true;
+    }
+    static const char *flags [] = { "ftz=", "prec-div=", "prec-sqrt=", "fmad=" };
+    for (size_t i = 0; i < sizeof flags / sizeof flags [0]; i++) {
+        size_t len = strlen (flags [i]);
+        if (strncmp (o, flags [i], len) == 0 && s_is_bool (o + len)) {
+            snprintf (out, size, "--%s", o);
+            return true;
+        }
+    }
+    //  -D only with one dash, as nvcc spells it (also -D NAME is not accepted).
+    if (opt [0] == '-' && opt [1] == 'D' && s_valid_define (opt + 2)) {
+        snprintf (out, size, "%s", opt);
+        return true;
+    }
+    if (strncmp (o, "define-macro=", 13) == 0 && s_valid_define (o + 13)) {
+        snprintf (out, size, "-D%s", o + 13);
+        return true;
+    }
+    return false;
+}
+
+void
+worker_nvrtc_options_free (char **options, size_t noptions)
+{
+    if (!options)
+        return;
+    for (size_t i = 0; i < noptions; i++)
+        free (options [i]);
+    free (options);
+}
+
+int
+worker_nvrtc_options (char *const *options, size_t noptions, char ***out, size_t *nout,
+                      char *err, size_t errlen)
+{
+    *out = NULL;
+    *nout = 0;
+    char **norm = calloc (noptions + 1, sizeof *norm);
+    if (!norm) {
+        s_err (err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < noptions; i++) {
+        char buf [300];
+        if (!options [i] || strlen (options [i]) > 256
+        ||  !s_normalise_one (options [i], buf, sizeof buf)) {
+            s_err (err, errlen, "compiler option '%.100s' is not allowed (allowed: -use_fast_math, "
+                   "-maxrregcount=N, -lineinfo, --std=c++17|c++20, -DNAME[=V], "
+                   "--extra-device-vectorization, -ftz=, -prec-div=, -prec-sqrt=, -fmad=)",
+                   options [i]? options [i]: "(null)");
+            worker_nvrtc_options_free (norm, i);
+            return -1;
+        }
+        norm [i] = strdup (buf);
+        if (!norm [i]) {
+            worker_nvrtc_options_free (norm, i);
+            s_err (err, errlen, "out of memory");
+            return -1;
+        }
+    }
+    *out = norm;
+    *nout = noptions;
+    return 0;
+}
+
+int
+worker_nvrtc_check_arch (const char *arch)
+{
+    if (!arch || strncmp (arch, "sm_", 3) != 0)
+        return -1;
+    const char *p = arch + 3;
+    size_t digits = 0;
+    while (isdigit ((unsigned char) p [digits]))
+        digits++;
+    if (digits < 2 || digits > 3)
+        return -1;
+    p += digits;
+    if (*p == 'a' || *p == 'f')
+        p++;
+    return *p? -1: 0;
+}
+
+static char s_version [32];
+static pthread_once_t s_version_once = PTHREAD_ONCE_INIT;
+
+static void
+s_read_version (void)
+{
+    int major = 0, minor = 0;
+    if (nvrtcVersion (&major, &minor) == NVRTC_SUCCESS)
+        snprintf (s_version, sizeof s_version, "%d.%d", major, minor);
+    else
+        snprintf (s_version, sizeof s_version, "unknown");
+}
+
+const char *
+worker_nvrtc_version (void)
+{
+    pthread_once (&s_version_once, s_read_version);
+    return s_version;
+}
+
+const char *
+worker_nvrtc_include_dir (void)
+{
+    const char *env = getenv ("KGYM_CUDA_INCLUDE");
+    return env && *env? env: KGYM_CUDA_INCLUDE;
+}
+
+static bool
+s_has_std (char *const *norm, size_t nnorm)
+{
+    for (size_t i = 0; i < nnorm; i++)
+        if (strncmp (norm [i], "--std=", 6) == 0)
+            return true;
+    return false;
+}
+
+int
+worker_nvrtc_key (const char *lang, const char *source, char *const *norm, size_t nnorm,
+                  const char *arch, uint8_t key [32], char hex [65], char **material)
+{
+    *material = NULL;
+    common_hash_t *hash = common_hash_new ();
+    if (!hash)
+        return -1;
+    char version [32];
+    snprintf (version, sizeof version, "kgym-nvrtc/%d", WORKER_NVRTC_FORMAT);
+    char include [600];
+    snprintf (include, sizeof include, "%s (CUDA_VERSION %d)", worker_nvrtc_include_dir (), CUDA_VERSION);
+    common_hash_add_str (hash, 'V', version);
+    common_hash_add_str (hash, 'L', lang);
+    common_hash_add_str (hash, 'A', arch);
+    common_hash_add_str (hash, 'N', worker_nvrtc_version ());
+    common_hash_add_str (hash, 'I', include);
+    for (size_t i = 0; i < nnorm; i++)
+        common_hash_add_str (hash, 'O', norm [i]);
+    common_hash_add_u64 (hash, 'n', nnorm);
+    common_hash_add (hash, 'S', source, strlen (source));
+    common_hash_final (hash, key);
+    common_hash_destroy (&hash);
+    common_hash_hex (key, hex);
+
+    //  The material names everything but the source, which the key covers.
+    size_t len = 256 + strlen (include) + strlen (arch) + strlen (lang);
+    for (size_t i = 0; i < nnorm; i++)
+        len += strlen (norm [i]) + 2;
+    char *text = malloc (len);
+    if (!text)
+        return -1;
+    int used = snprintf (text, len, "%s lang=%s arch=%s nvrtc=%s include=%s source=%zu opts:",
+                         version, lang, arch, worker_nvrtc_version (), include, strlen (source));
+    for (size_t i = 0; i < nnorm && used > 0 && (size_t) used < len; i++)
+        used += snprintf (text + used, len - (size_t) used, " %s", norm [i]);
+    *material = text;
+    return 0;
+}
+
+//  Keep the first WORKER_NVRTC_MAX_LOG bytes of a log.
+static char *
+s_trim_log (char *log)
+{
+    if (log && strlen (log) > WORKER_NVRTC_MAX_LOG) {
+        strcpy (log + WORKER_NVRTC_MAX_LOG - 16, "\n[truncated]\n");
+    }
+    return log;
+}
+
+int
+worker_nvrtc_compile_here (const char *name, const char *source, char *const *norm,
+                           size_t nnorm, const char *arch, uint8_t **cubin, size_t *size,
+                           char **log, char *err, size_t errlen)
+{
+    *cubin = NULL;
+    *size = 0;
+    *log = NULL;
+    const char *include = worker_nvrtc_include_dir ();
+    char opt_arch [64], opt_inc [600], opt_cccl [620];
+    snprintf (opt_arch, sizeof opt_arch, "--gpu-architecture=%s", arch);
+    snprintf (opt_inc, sizeof opt_inc, "-I%s", include);
+    snprintf (opt_cccl, sizeof opt_cccl, "-I%s/cccl", include);
+    const char *opts [64];
+    size_t nopts = 0;
+    opts [nopts++] = opt_arch;
+    opts [nopts++] = opt_inc;
+    opts [nopts++] = opt_cccl;
+    if (!s_has_std (norm, nnorm))
+        opts [nopts++] = "--std=c++17";
+    for (size_t i = 0; i < nnorm && nopts < 64; i++)
+        opts [nopts++] = norm [i];
+
+    nvrtcProgram prog;
+    nvrtcResult rc = nvrtcCreateProgram (&prog, source, name, 0, NULL, NULL);
+    if (rc != NVRTC_SUCCESS) {
+        s_err (err, errlen, "nvrtcCreateProgram: %s", nvrtcGetErrorString (rc));
+        return -1;
+    }
+    nvrtcResult compiled = nvrtcCompileProgram (prog, (int) nopts, opts);
+    size_t log_size = 0;
+    if (nvrtcGetProgramLogSize (prog, &log_size) != NVRTC_SUCCESS)
+        log_size = 1;
+    *log = calloc (1, log_size + 1);
+    if (*log && log_size > 1)
+        nvrtcGetProgramLog (prog, *log);
+    s_trim_log (*log);
+    if (compiled == NVRTC_ERROR_COMPILATION) {
+        nvrtcDestroyProgram (&prog);
+        return 1;
+    }
+    if (compiled != NVRTC_SUCCESS) {
+        s_err (err, errlen, "nvrtcCompileProgram: %s", nvrtcGetErrorString (compiled));
+        nvrtcDestroyProgram (&prog);
+        return -1;
+    }
+    size_t n = 0;
+    if (nvrtcGetCUBINSize (prog, &n) != NVRTC_SUCCESS || n == 0) {
+        s_err (err, errlen, "NVRTC produced no cubin for %s", arch);
+        nvrtcDestroyProgram (&prog);
+        return -1;
+    }
+    *cubin = malloc (n);
+    if (!*cubin || nvrtcGetCUBIN (prog, (char *) *cubin) != NVRTC_SUCCESS) {
+        free (*cubin);
+        *cubin = NULL;
+        s_err (err, errlen, "nvrtcGetCUBIN failed");
+        nvrtcDestroyProgram (&prog);
+        return -1;
+    }
+    *size = n;
+    nvrtcDestroyProgram (&prog);
+    return 0;
+}
+
+//  Ask a fresh kgym-cuda-runner --compile for the cubin.
+static int
+s_compile_in_child (const char *name, const char *source, char *const *norm, size_t nnorm,
+                    const char *arch, double timeout_s, worker_nvrtc_result_t *result,
+                    char *err, size_t errlen)
+{
+    char timeout_text [32];
+    snprintf (timeout_text, sizeof timeout_text, "%.0f", timeout_s + 1.5);
+    const char *args [] = { "--compile", "--cpu-limit", timeout_text, NULL };
+    cuda_proc_t *proc = cuda_proc_new (args, NULL, err, errlen);
+    if (!proc)
+        return NVRTC_INTERNAL;
+
+    json_t *req = json_pack ("{s:s, s:s, s:[]}", "name", name, "arch", arch, "options");
+    for (size_t i = 0; req && i < nnorm; i++)
+        json_array_append_new (json_object_get (req, "options"), json_string (norm [i]));
+    char *text = req? json_dumps (req, JSON_COMPACT): NULL;
+    json_decref (req);
+    const void *blobs [1] = { source };
+    size_t sizes [1] = { strlen (source) };
+    int status = NVRTC_INTERNAL;
+    double start = cuda_now ();
+    if (!text || cuda_msg_send_text (cuda_proc_fd (proc), CUDA_MSG_COMPILE, text, 1, blobs, sizes)) {
+        s_err (err, errlen, "cannot send the compile request");
+        free (text);
+        cuda_proc_destroy (&proc);
+        return NVRTC_INTERNAL;
+    }
+    free (text);
+    cuda_msg_t msg;
+    char why [256] = "";
+    int rc = cuda_msg_recv (cuda_proc_fd (proc), &msg, timeout_s, why, sizeof why);
+    if (rc == 1) {
+        cuda_proc_kill (proc);
+        s_err (err, errlen, "compile timed out after %g s", timeout_s);
+        status = NVRTC_TIMEOUT;
+    }
+    else if (rc != 0 || msg.type != CUDA_MSG_COMPILED || msg.nparts < 1) {
+        int wstatus = 0;
+        char what [64] = "still running";
+        //  The child's status tells a CPU-limit kill from a crash.
+        if (cuda_proc_wait (proc, 0.5, &wstatus))
+            cuda_proc_describe (wstatus, what, sizeof what);
+        if (rc != 0 && cuda_now () - start >= timeout_s * 0.95) {
+            s_err (err, errlen, "compile timed out after %g s", timeout_s);
+            status = NVRTC_TIMEOUT;
+        }
+        else
+            s_err (err, errlen, "compile subprocess failed (%s; %s)", why[0]? why: "bad reply", what);
+        if (rc == 0)
+            cuda_msg_free (&msg);
+    }
+    else {
+        json_error_t jerr;
+        json_t *reply = json_loads ((const char *) msg.part [0], 0, &jerr);
+        const char *st = json_string_value (json_object_get (reply, "status"));
+        const char *log = json_string_value (json_object_get (reply, "log"));
+        result->log = strdup (log? log: "");
+        if (st && strcmp (st, "ok") == 0 && msg.nparts >= 2 && msg.size [1] > 4) {
+            result->image = msg.part [1];
+            result->size = msg.size [1];
+            msg.part [1] = NULL;
+            status = NVRTC_OK;
+        }
+        else if (st && strcmp (st, "compile_error") == 0)
+            status = NVRTC_COMPILE_ERROR;
+        else {
+            const char *e = json_string_value (json_object_get (reply, "error"));
+            s_err (err, errlen, "compile subprocess: %s", e? e: "malformed reply");
+            status = NVRTC_INTERNAL;
+        }
+        json_decref (reply);
+        cuda_msg_free (&msg);
+    }
+    cuda_proc_destroy (&proc);
+    return status;
+}
+
+int
+worker_nvrtc_compile (worker_cache_t *cache, const char *lang, const char *name,
+                      const char *source, char *const *options, size_t noptions,
+                      const char *arch, double timeout_s, worker_nvrtc_result_t *result,
+                      char *err, size_t errlen)
+{
+    memset (result, 0, sizeof *result);
+    double start = cuda_now ();
+    if (!lang)
+        lang = "cuda";
+    if (!source) {
+        s_err (err, errlen, "program has no source");
+        return NVRTC_INVALID;
+    }
+    if (worker_nvrtc_check_arch (arch)) {
+        s_err (err, errlen, "architecture '%.40s' is not of the form sm_XX", arch? arch: "");
+        return NVRTC_INVALID;
+    }
+    bool ptx = strcmp (lang, "ptx") == 0;
+    if (!ptx && strcmp (lang, "cuda") != 0) {
+        s_err (err, errlen, "lang '%.40s' is not supported by the cuda backend (cuda, ptx)", lang);
+        return NVRTC_INVALID;
+    }
+    char **norm = NULL;
+    size_t nnorm = 0;
+    if (ptx && noptions) {
+        s_err (err, errlen, "PTX programs take no compiler options");
+        return NVRTC_INVALID;
+    }
+    if (worker_nvrtc_options (options, noptions, &norm, &nnorm, err, errlen))
+        return NVRTC_INVALID;
+    uint8_t key [32];
+    char *material = NULL;
+    if (worker_nvrtc_key (lang, source, norm, nnorm, arch, key, result->key, &material)) {
+        worker_nvrtc_options_free (norm, nnorm);
+        s_err (err, errlen, "cannot compute the cache key");
+        return NVRTC_INTERNAL;
+    }
+    int status = NVRTC_INTERNAL;
+    if (ptx) {
+        //  The driver compiles PTX at load time, in the runner.
+        size_t len = strlen (source);
+        result->image = malloc (len + 1);
+        result->log = strdup ("");
+        if (result->image && result->log) {
+            memcpy (result->image, source, len + 1);
+            result->size = len + 1;
+            result->is_ptx = true;
+            status = NVRTC_OK;
+        }
+        else
+            s_err (err, errlen, "out of memory");
+        goto done;
+    }
+    if (cache) {
+        uint8_t *blob = NULL;
+        size_t size = 0;
+        char *log = NULL;
+        pthread_mutex_lock (&s_cache_lock);
+        int hit = worker_cache_get (cache, key, material, &blob, &size, &log);
+        pthread_mutex_unlock (&s_cache_lock);
+        if (hit == 0 && blob && size >= 1) {
+            result->cache_hit = true;
+            result->log = log? log: strdup ("");
+            if (size == 1 && blob [0] == ERROR_MARK) {
+                free (blob);
+                status = NVRTC_COMPILE_ERROR;
+            }
+            else {
+                result->image = blob;
+                result->size = size;
+                status = NVRTC_OK;
+            }
+            goto done;
+        }
+        free (blob);
+        free (log);
+    }
+    status = s_compile_in_child (name? name: "candidate.cu", source, norm, nnorm, arch,
+                                 timeout_s, result, err, errlen);
+    if (cache && (status == NVRTC_OK || status == NVRTC_COMPILE_ERROR)) {
+        uint8_t mark = ERROR_MARK;
+        pthread_mutex_lock (&s_cache_lock);
+        if (status == NVRTC_OK)
+            worker_cache_put (cache, key, material, result->image, result->size, result->log);
+        else
+            worker_cache_put (cache, key, material, &mark, 1, result->log);
+        pthread_mutex_unlock (&s_cache_lock);
+    }
+done:
+    free (material);
+    worker_nvrtc_options_free (norm, nnorm);
+    result->seconds = cuda_now () - start;
+    return status;
+}
