@@ -50,7 +50,8 @@ void client_kgym_destroy (client_kgym_t **self_p);
 //  about no job). 0, or -1 with a reason.
 int client_kgym_submit (client_kgym_t *self, uint64_t ref, json_t *job, char *err, size_t errlen);
 
-//  Submit a job already encoded as msgpack (size bytes, copied). 0 or -1.
+//  Submit a job already encoded as msgpack (size bytes, copied); the header
+//  tag is cut to PROTO_MAX_STR - 1 bytes. 0 or -1 with a reason.
 int client_kgym_submit_encoded (client_kgym_t *self, uint64_t ref, const char *backend,
                                 const char *tag, const void *body, size_t size,
                                 char *err, size_t errlen);

@@ -448,8 +448,8 @@ s_parse (int argc, char **argv, s_options_t *opts)
             case 't':
             case 'c': {
                 double value = strtod (optarg, &end);
-                if (errno || end == optarg || *end || !(value > 0) || value > 1e6) {
-                    fprintf (stderr, "kgym submit: --%s wants seconds > 0, not '%s'\n",
+                if (errno || end == optarg || *end || !(value > 0) || value > 3600) {
+                    fprintf (stderr, "kgym submit: --%s wants seconds in (0, 3600], not '%s'\n",
                              opt == 't'? "timeout": "connect-timeout", optarg);
                     return 2;
                 }
@@ -472,8 +472,8 @@ s_parse (int argc, char **argv, s_options_t *opts)
                 break;
             }
             case 'g':
-                if (strlen (optarg) >= PROTO_MAX_STR) {
-                    fprintf (stderr, "kgym submit: --tag longer than %d bytes\n", PROTO_MAX_STR - 1);
+                if (strlen (optarg) > 256) {
+                    fprintf (stderr, "kgym submit: --tag longer than 256 bytes\n");
                     return 2;
                 }
                 opts->tag = optarg;

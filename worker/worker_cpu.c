@@ -148,16 +148,22 @@ s_memfd_from (const uint8_t *data, size_t size)
     return fd;
 }
 
-//  First line of a compiler log, for one-line messages.
+//  The first error line of a compiler log (else its first line), for one-line messages.
 static void
-s_first_line (const char *log, char *buf, size_t len)
+s_first_error (const char *log, char *buf, size_t len)
 {
     if (!log || !*log) {
         snprintf (buf, len, "(no compiler output)");
         return;
     }
-    size_t n = strcspn (log, "\n");
-    snprintf (buf, len, "%.*s", (int) (n < 200? n: 200), log);
+    const char *line = strstr (log, "error");
+    if (line)
+        while (line > log && line [-1] != '\n')
+            line--;
+    else
+        line = log;
+    size_t n = strcspn (line, "\n");
+    snprintf (buf, len, "%.*s", (int) (n < 200? n: 200), line);
 }
 
 //  Compile one program. Returns 0 or -1 with out set (status depends on which).
@@ -202,7 +208,7 @@ s_compile (worker_cpu_t *self, worker_cpu_job_t *job, int which, const common_pr
         return 0;
     }
     char line [256];
-    s_first_line (result.log, line, sizeof line);
+    s_first_error (result.log, line, sizeof line);
     if (rc < 0)
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "compiling the %s: %s", what, err);
     else
