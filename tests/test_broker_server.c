@@ -404,7 +404,7 @@ END_TEST
 START_TEST (test_silent_worker_jobs_requeued_stale_result_dropped)
 {
     s_broker_t broker;
-    s_broker_start (&broker, 100, 5, 1000);
+    s_broker_start (&broker, 100, 10, 1000);
     zsock_t *client = s_dealer (broker.clients);
     zsock_t *silent = s_dealer (broker.workers);
     zsock_t *alive = s_dealer (broker.workers);

@@ -58,7 +58,7 @@ static const char *s_kernels =
     "void thread_ok (int *out) { pthread_t t; out [0] = pthread_create (&t, 0, s_noop, 0);\n"
     "  if (out [0] == 0) pthread_join (t, 0); }\n"
     "static void *s_writer (void *arg) { volatile int *y = arg; for (;;) y [0]++; return 0; }\n"
-    "void leave_thread (int *y) { pthread_t t; y [0] = 0; pthread_create (&t, 0, s_writer, y);\n"
+    "void leave_thread (volatile int *y) { pthread_t t; y [0] = 0; pthread_create (&t, 0, s_writer, (void *) y);\n"
     "  pthread_detach (t); while (y [0] < 1000) ; }\n"
     "void whoami (int *out) { out [0] = (int) getuid (); out [1] = (int) geteuid (); }\n"
     "int some_data = 5;\n";
@@ -284,10 +284,10 @@ START_TEST (test_memory_bomb_contained)
         ck_assert_msg (strstr (run.message, "out of memory"), "message: %s", run.message);
     }
     else {
-        //  rlimits only: malloc fails inside the cap.
+        //  rlimits only: malloc fails within the cap plus the runner's allowance.
         ck_assert (run.status == RUN_CRASH || (run.status == RUN_OK && out [0] == -1));
         if (run.status == RUN_OK)
-            ck_assert_int_lt (out [1], 10);
+            ck_assert_int_le ((out [1] + 1) * 64, 512 + 256);
     }
     s_destroy_and_check (&runner);
 }
@@ -430,7 +430,8 @@ START_TEST (test_bad_modules_fail_to_load)
     ck_assert_msg (strncmp (err, "load: ", 6) == 0, "err: %s", err);
     //  A constructor that crashes is the module's failure too.
     worker_cc_result_t result;
-    const char *src = "__attribute__ ((constructor)) static void c (void) { *(volatile int *) 0 = 1; }\n"
+    const char *src = "volatile int *volatile nothing;\n"
+                      "__attribute__ ((constructor)) void c (void) { *nothing = 1; }\n"
                       "void k (int *y) { y [0] = 1; }\n";
     ck_assert_int_eq (worker_cc_compile (NULL, NULL, src, NULL, 0, 60.0, &result, err, sizeof err), 0);
     runner = s_runner_from (result.so, result.so_size, &cfg, err, sizeof err);

@@ -14,6 +14,7 @@
         runner  -> worker   RESULT   outcome
         worker  -> runner   COMPILE  {name, arch, options, lang} + source   (compile mode)
         runner  -> worker   COMPILED {status, log} + cubin                   (compile mode)
+        worker  -> runner   SELFTEST {} -> RESULT {isolated, ...}, then the runner exits
         worker  -> runner   EXIT
 */
 #ifndef CUDA_MSG_H
@@ -34,7 +35,8 @@ typedef enum {
     CUDA_MSG_RESULT = 4,
     CUDA_MSG_COMPILE = 5,
     CUDA_MSG_COMPILED = 6,
-    CUDA_MSG_EXIT = 7
+    CUDA_MSG_EXIT = 7,
+    CUDA_MSG_SELFTEST = 8
 } cuda_msg_type_t;
 
 //  A received message: parts are malloc'd with a NUL appended (not counted).

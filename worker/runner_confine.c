@@ -254,7 +254,7 @@ s_seccomp (unsigned allow, char *err, size_t errlen)
         "io_uring_enter", "io_uring_register", "userfaultfd", "open_by_handle_at",
         "name_to_handle_at", "fsopen", "fsmount", "fspick", "move_mount", "open_tree",
         "swapon", "swapoff", "reboot", "settimeofday", "clock_settime", "acct", "quotactl",
-        "lookup_dcookie", "personality", "vhangup", "syslog", NULL
+        "lookup_dcookie", "vhangup", "syslog", NULL
     };
     for (size_t i = 0; denied [i]; i++) {
         int nr = seccomp_syscall_resolve_name (denied [i]);

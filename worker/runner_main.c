@@ -478,12 +478,14 @@ s_seccomp (const s_args_t *args)
         rc |= S_DENY (ctx, always [i]);
     //  personality(0xffffffff) only asks.
     rc |= S_DENY_IF (ctx, "personality", SCMP_A0_32 (SCMP_CMP_NE, 0xffffffffu));
-    rc |= S_DENY_IF (ctx, "prctl", SCMP_A0_32 (SCMP_CMP_EQ, PR_SET_DUMPABLE));
-    rc |= S_DENY_IF (ctx, "prctl", SCMP_A0_32 (SCMP_CMP_EQ, PR_SET_PTRACER));
-    rc |= S_DENY_IF (ctx, "prctl", SCMP_A0_32 (SCMP_CMP_EQ, PR_SET_MM));
+    //  The kernel reads these as int: compare the low 32 bits only (a
+    //  32-bit EQ would miss garbage in the high half; NE rules deny it).
+    rc |= S_DENY_IF (ctx, "prctl", SCMP_A0_64 (SCMP_CMP_MASKED_EQ, 0xffffffffu, PR_SET_DUMPABLE));
+    rc |= S_DENY_IF (ctx, "prctl", SCMP_A0_64 (SCMP_CMP_MASKED_EQ, 0xffffffffu, PR_SET_PTRACER));
+    rc |= S_DENY_IF (ctx, "prctl", SCMP_A0_64 (SCMP_CMP_MASKED_EQ, 0xffffffffu, PR_SET_MM));
     if (!kernel) {
         //  The compiler signals its own children; never everyone it can see.
-        rc |= S_DENY_IF (ctx, "kill", SCMP_A0_32 (SCMP_CMP_EQ, 0xffffffffu));
+        rc |= S_DENY_IF (ctx, "kill", SCMP_A0_64 (SCMP_CMP_MASKED_EQ, 0xffffffffu, 0xffffffffu));
     }
     else {
         //  Signals only to itself (abort, raise, pthread_kill use these).

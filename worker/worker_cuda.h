@@ -1,0 +1,87 @@
+/*  worker_cuda - the CUDA backend, supervisor side (in the worker process).
+
+    No CUDA driver call ever happens here: CUDA does not survive fork, and
+    a fault in a context poisons its process. Instead:
+      - prepare: parse-level checks, per-size layouts (the memory cap), and
+        NVRTC compiles of candidate, reference and baseline through
+        worker_nvrtc (cached in worker_cache, each compile in its own
+        confined, time-limited subprocess);
+      - execute: the plan and the three images go to a long-lived
+        kgym-cuda-runner for this GPU (cuda_runner: two contexts, inputs
+        generated on the GPU, checks and timing there), which answers with
+        the outcome. A hang is killed after the job's timeout, a runner
+        that reports a CUDA error exits; either way the next job gets a
+        fresh runner. cfg->fresh_runner: a new runner for every job.
+    The runner lives in its own cgroup (memory.max, pids.max) where the
+    host allows one; the caps in force go into every outcome.
+
+    prepare and execute may run on different threads at once (compile of
+    job N+1 overlapping the GPU work of job N): prepare touches only
+    immutable state and the (locked) cache; execute serialises on a mutex.
+*/
+#ifndef WORKER_CUDA_H
+#define WORKER_CUDA_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include <jansson.h>
+#include "common_task.h"
+#include "worker_cache.h"
+#include "worker_eval.h"
+#include "worker_outcome.h"
+
+typedef struct worker_cuda_t worker_cuda_t;
+typedef struct worker_cuda_job_t worker_cuda_job_t;
+
+//  Start the runner for cfg->device and learn the device from it (name,
+//  arch, limits); compile and load the internal kernels. NULL with a
+//  reason, e.g. "no CUDA device: cuInit: CUDA_ERROR_NO_DEVICE (100)".
+//  cache may be NULL (no caching); it is borrowed.
+worker_cuda_t *worker_cuda_new (const worker_eval_config_t *cfg, worker_cache_t *cache,
+                                char *err, size_t errlen);
+void worker_cuda_destroy (worker_cuda_t **self_p);
+
+//  Compile candidate, reference and baseline. NULL when out now holds a
+//  final status (compile_error with the log, invalid, internal_error). The
+//  job is borrowed and must outlive the returned object.
+worker_cuda_job_t *worker_cuda_prepare (worker_cuda_t *self, const common_job_t *job,
+                                        uint64_t seed, worker_outcome_t *out);
+
+//  Run, check, time; fills out (status, timings, speedup, mismatches,
+//  sandbox caps, phases); destroys *job_p.
+void worker_cuda_execute (worker_cuda_t *self, worker_cuda_job_t **job_p, worker_outcome_t *out);
+
+//  Free a prepared job without running it.
+void worker_cuda_job_destroy (worker_cuda_job_t **job_p);
+
+//  "NVIDIA H200 (sm_90, 0000:1B:00.0)"; borrowed.
+const char *worker_cuda_device (worker_cuda_t *self);
+
+//  "sm_90"; borrowed.
+const char *worker_cuda_arch (worker_cuda_t *self);
+
+//  Counters for tests and benchmarks.
+typedef struct {
+    uint64_t jobs;              //  jobs executed
+    uint64_t runner_starts;     //  runners started (1 + restarts)
+    double last_start_s;        //  spawn to ready of the latest runner
+    double cuinit_s;            //  cuInit + device query inside it
+    int runner_pid;             //  current runner, 0 when none
+} worker_cuda_stats_t;
+
+void worker_cuda_stats (worker_cuda_t *self, worker_cuda_stats_t *stats);
+
+//  Ask a runner to prove that the candidate context cannot write the check
+//  context's memory (the runner is replaced afterwards). Returns the
+//  runner's report (new reference) or NULL.
+json_t *worker_cuda_selftest (worker_cuda_t *self);
+
+//  Without creating a backend: spawn a runner for device, read its HELLO,
+//  end it. 0 with the arch (e.g. "sm_90") and the HELLO object (new
+//  reference, may pass NULL); 1 when there is no usable GPU (err says
+//  why); -1 when the runner could not start at all.
+int worker_cuda_probe (int device, char *arch, size_t archlen, json_t **hello,
+                       char *err, size_t errlen);
+
+#endif
