@@ -22,6 +22,7 @@
 #include "kgym_compile.h"
 #endif
 #include <getopt.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,6 +200,8 @@ main (int argc, char **argv)
     if (!getenv ("KGYM_LOG"))
         common_log_set_level (LOG_LEVEL_WARN);
     const char *command = argv [1];
+    //  eval and demo run sandboxes: reap what they orphan, even where PID 1 does not.
+    prctl (PR_SET_CHILD_SUBREAPER, 1);
     if (streq (command, "eval"))
         return s_eval (argc - 1, argv + 1);
     if (streq (command, "submit"))

@@ -6,6 +6,8 @@
     runner after it answers.
 */
 #include "cuda_exec.h"
+#define CUDA_DRIVER_REDIRECT
+#include "cuda_driver.h"
 #include "cuda_kernels.h"
 #include "cuda_msg.h"
 #include "common_compare.h"
@@ -167,6 +169,11 @@ s_cuda_fail (job_t *job, who_t who, CUresult rc, const char *what)
 cuda_exec_t *
 cuda_exec_new (int ordinal, char *err, size_t errlen)
 {
+    char why [256];
+    if (cuda_driver_load (why, sizeof why)) {
+        s_err (err, errlen, "no device: %s", why);
+        return NULL;
+    }
     CUresult rc = cuInit (0);
     if (rc != CUDA_SUCCESS) {
         s_err (err, errlen, "no device: cuInit: %s (%d)", s_cu_name (rc), (int) rc);
@@ -448,6 +455,8 @@ s_resolve (job_t *job, cuda_plan_prog_t p, const char *who)
             //  The kernel's parameters must match what the task passes.
             for (uint32_t k = 0; k <= launch->nargs; k++) {
                 size_t offset = 0, psize = 0;
+                if (!cuda_driver_has_param_info ())
+                    break;
                 rc = cuFuncGetParamInfo (fn, k, &offset, &psize);
                 if (rc == CUDA_ERROR_NOT_SUPPORTED)
                     break;

@@ -90,6 +90,17 @@ cuda_msg_send_text (int fd, uint32_t type, const char *text,
     return cuda_msg_send (fd, type, nblobs + 1, parts, lens);
 }
 
+int
+cuda_msg_send_json (int fd, uint32_t type, json_t *json,
+                    size_t nblobs, const void *const *blobs, const size_t *sizes)
+{
+    char *text = json? json_dumps (json, JSON_COMPACT): NULL;
+    int rc = cuda_msg_send_text (fd, type, text? text: "{\"status\":\"internal_error\","
+                                 "\"message\":\"out of memory\"}", nblobs, blobs, sizes);
+    free (text);
+    return rc;
+}
+
 //  Read exactly size bytes before the deadline. 0, 1 timeout, -1 EOF/error.
 static int
 s_read_all (int fd, void *data, size_t size, double deadline, char *err, size_t errlen)

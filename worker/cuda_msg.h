@@ -22,6 +22,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include <jansson.h>
 
 #define CUDA_MSG_MAGIC      0x5543474Bu     //  "KGCU" little-endian
 #define CUDA_MSG_MAX_PARTS  8
@@ -53,6 +54,10 @@ int cuda_msg_send (int fd, uint32_t type, size_t nparts,
 
 //  Convenience: part 0 = text (may be NULL for none), then nblobs blobs.
 int cuda_msg_send_text (int fd, uint32_t type, const char *text,
+                        size_t nblobs, const void *const *blobs, const size_t *sizes);
+
+//  Convenience: part 0 = json (compact text), then nblobs blobs.
+int cuda_msg_send_json (int fd, uint32_t type, json_t *json,
                         size_t nblobs, const void *const *blobs, const size_t *sizes);
 
 //  Receive one message, waiting at most timeout_s (< 0: forever).

@@ -14,12 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
 
-#define RUNNER_NAME "kgym-cuda-runner"
 #define MAX_ARGS    32
 
 struct cuda_proc_t {
@@ -39,62 +39,95 @@ s_err (char *err, size_t errlen, const char *fmt, ...)
     va_end (args);
 }
 
-static char s_runner_path [PATH_MAX];
-static pthread_once_t s_runner_once = PTHREAD_ONCE_INIT;
+//  Resolved paths, one per program.
+typedef struct {
+    const char *program;        //  file name
+    const char *env;            //  overriding variable
+    char path [PATH_MAX];       //  resolved, "" when missing
+    pthread_once_t once;        //  resolution guard
+} s_program_t;
+
+static s_program_t s_programs [] = {
+    { CUDA_PROC_RUNNER, "KGYM_CUDA_RUNNER", "", PTHREAD_ONCE_INIT },
+    { CUDA_PROC_NVRTC,  "KGYM_NVRTC",       "", PTHREAD_ONCE_INIT },
+};
 
 static bool
-s_try (const char *path)
+s_try (s_program_t *prog, const char *path)
 {
     if (access (path, X_OK) != 0)
         return false;
-    snprintf (s_runner_path, sizeof s_runner_path, "%s", path);
+    snprintf (prog->path, sizeof prog->path, "%s", path);
     return true;
 }
 
 static void
-s_find_runner (void)
+s_find (s_program_t *prog)
 {
-    const char *env = getenv ("KGYM_CUDA_RUNNER");
-    if (env && *env && s_try (env))
+    const char *env = getenv (prog->env);
+    if (env && *env && s_try (prog, env))
         return;
     char exe [PATH_MAX];
     ssize_t n = readlink ("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0) {
         exe [n] = 0;
         char *dir = dirname (exe);
-        char path [PATH_MAX + 64];
-        snprintf (path, sizeof path, "%s/" RUNNER_NAME, dir);
-        if (s_try (path))
-            return;
-        //  In the build tree tests/, client/ and bench/ sit beside worker/.
-        snprintf (path, sizeof path, "%s/../worker/" RUNNER_NAME, dir);
-        if (s_try (path))
-            return;
-        snprintf (path, sizeof path, "%s/../libexec/" RUNNER_NAME, dir);
-        if (s_try (path))
-            return;
+        const char *places [] = { "%s/%s", "%s/../worker/%s", "%s/../libexec/%s" };
+        for (size_t i = 0; i < sizeof places / sizeof places [0]; i++) {
+            char path [PATH_MAX + 64];
+            snprintf (path, sizeof path, places [i], dir, prog->program);
+            if (s_try (prog, path))
+                return;
+        }
     }
-    if (s_try (KGYM_BUILD_DIR "/worker/" RUNNER_NAME))
+    char path [PATH_MAX];
+    snprintf (path, sizeof path, "%s/worker/%s", KGYM_BUILD_DIR, prog->program);
+    if (s_try (prog, path))
         return;
-    if (s_try (KGYM_LIBEXECDIR "/" RUNNER_NAME))
+    snprintf (path, sizeof path, "%s/%s", KGYM_LIBEXECDIR, prog->program);
+    if (s_try (prog, path))
         return;
-    s_runner_path [0] = 0;
+    prog->path [0] = 0;
 }
 
+static void s_find_runner (void) { s_find (&s_programs [0]); }
+static void s_find_nvrtc (void) { s_find (&s_programs [1]); }
+
 const char *
-cuda_proc_runner_path (void)
+cuda_proc_path (const char *program)
 {
-    pthread_once (&s_runner_once, s_find_runner);
-    return s_runner_path [0]? s_runner_path: NULL;
+    s_program_t *prog = NULL;
+    if (strcmp (program, CUDA_PROC_RUNNER) == 0) {
+        prog = &s_programs [0];
+        pthread_once (&prog->once, s_find_runner);
+    }
+    else if (strcmp (program, CUDA_PROC_NVRTC) == 0) {
+        prog = &s_programs [1];
+        pthread_once (&prog->once, s_find_nvrtc);
+    }
+    return prog && prog->path [0]? prog->path: NULL;
+}
+
+void
+cuda_proc_close_inherited (int keep)
+{
+    int from = keep + 1 > 3? keep + 1: 3;
+#ifdef SYS_close_range
+    if (syscall (SYS_close_range, (unsigned) from, ~0u, 0) == 0)
+        return;
+#endif
+    for (int fd = from; fd < 4096; fd++)
+        close (fd);
 }
 
 cuda_proc_t *
-cuda_proc_new (const char *const *args, const runner_confine_cgroup_t *cg,
+cuda_proc_new (const char *program, const char *const *args, const runner_confine_cgroup_t *cg,
                char *err, size_t errlen)
 {
-    const char *path = cuda_proc_runner_path ();
+    const char *path = cuda_proc_path (program);
     if (!path) {
-        s_err (err, errlen, RUNNER_NAME " not found (set KGYM_CUDA_RUNNER)");
+        s_err (err, errlen, "%s not found (set %s)", program,
+               strcmp (program, CUDA_PROC_NVRTC) == 0? "KGYM_NVRTC": "KGYM_CUDA_RUNNER");
         return NULL;
     }
     const char *argv [MAX_ARGS + 8];

@@ -16,15 +16,24 @@
 
 typedef struct cuda_proc_t cuda_proc_t;
 
-//  Where kgym-cuda-runner is: $KGYM_CUDA_RUNNER, else beside /proc/self/exe,
+//  The two programs: the GPU runner and the NVRTC compiler (which links
+//  no libcuda, so it runs on machines without a driver).
+#define CUDA_PROC_RUNNER    "kgym-cuda-runner"      //  or $KGYM_CUDA_RUNNER
+#define CUDA_PROC_NVRTC     "kgym-nvrtc"            //  or $KGYM_NVRTC
+
+//  Where program is: its environment variable, else beside /proc/self/exe,
 //  else ../worker/ from there (the build tree), else the configured build
 //  and libexec dirs. NULL when none exists. Process-wide, cached.
-const char *cuda_proc_runner_path (void);
+const char *cuda_proc_path (const char *program);
 
-//  Spawn the runner with argv[1..] = args (NULL-terminated). cg (may be
+//  Spawn program with argv[1..] = args (NULL-terminated). cg (may be
 //  NULL) is passed as --cgroup DIR for the child to join. NULL with a reason.
-cuda_proc_t *cuda_proc_new (const char *const *args, const runner_confine_cgroup_t *cg,
-                            char *err, size_t errlen);
+cuda_proc_t *cuda_proc_new (const char *program, const char *const *args,
+                            const runner_confine_cgroup_t *cg, char *err, size_t errlen);
+
+//  Child side: close every inherited fd above keep (the worker's own fds
+//  must not leak into a sandbox).
+void cuda_proc_close_inherited (int keep);
 
 //  The supervisor's end of the socketpair.
 int cuda_proc_fd (cuda_proc_t *self);

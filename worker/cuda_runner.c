@@ -1,15 +1,12 @@
-/*  cuda_runner - kgym-cuda-runner's two modes, behind a thin main.  */
+/*  cuda_runner - kgym-cuda-runner: the sandboxed owner of one GPU's contexts.  */
 #include "cuda_runner.h"
 #include "cuda_exec.h"
 #include "cuda_msg.h"
 #include "cuda_plan.h"
-#include "worker_nvrtc.h"
+#include "cuda_proc.h"
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
-#include <libgen.h>
-#include <nvrtc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -43,10 +40,8 @@ cuda_runner_opts_parse (int argc, char **argv, cuda_runner_opts_t *opts, char *e
     for (int i = 1; i < argc; i++) {
         const char *arg = argv [i];
         const char *value = i + 1 < argc? argv [i + 1]: NULL;
-        if (strcmp (arg, "--compile") == 0)
-            opts->compile = true;
-        else if (strcmp (arg, "--serve") == 0)
-            opts->compile = false;
+        if (strcmp (arg, "--serve") == 0)
+            continue;
         else if (strcmp (arg, "--no-confine") == 0)
             opts->confine = false;
         else if (value && strcmp (arg, "--fd") == 0) {
@@ -55,10 +50,6 @@ cuda_runner_opts_parse (int argc, char **argv, cuda_runner_opts_t *opts, char *e
         }
         else if (value && strcmp (arg, "--device") == 0) {
             opts->device = atoi (value);
-            i++;
-        }
-        else if (value && strcmp (arg, "--cpu-limit") == 0) {
-            opts->cpu_limit = (uint32_t) strtoul (value, NULL, 10);
             i++;
         }
         else if (value && strcmp (arg, "--cgroup") == 0) {
@@ -81,30 +72,15 @@ cuda_runner_opts_parse (int argc, char **argv, cuda_runner_opts_t *opts, char *e
     return 0;
 }
 
-//  Close every fd above the socket: the worker's own fds must not leak in.
-static void
-s_close_other_fds (int keep)
-{
-    int from = keep + 1 > 3? keep + 1: 3;
-#ifdef SYS_close_range
-    if (syscall (SYS_close_range, (unsigned) from, ~0u, 0) == 0)
-        return;
-#endif
-    for (int fd = from; fd < 1024; fd++)
-        close (fd);
-}
-
-static void
-s_send_json (int fd, uint32_t type, json_t *json, size_t nblobs, const void *const *blobs,
-             const size_t *sizes)
-{
-    char *text = json? json_dumps (json, JSON_COMPACT): NULL;
-    cuda_msg_send_text (fd, type, text? text: "{\"status\":\"internal_error\",\"message\":\"out of memory\"}",
-                        nblobs, blobs, sizes);
-    free (text);
-}
-
 //  --- serve mode ---
+
+//  True when the environment variable is "0".
+static bool
+s_off (const char *name)
+{
+    const char *value = getenv (name);
+    return value && strcmp (value, "0") == 0;
+}
 
 static pid_t s_parent;
 
@@ -210,7 +186,7 @@ s_serve_loop (int fd, cuda_exec_t *exec)
                 snprintf (err, sizeof err, "INIT without the internal module");
             json_t *reply = ok == 0? json_pack ("{s:s}", "status", "ok")
                                    : json_pack ("{s:s, s:s}", "status", "internal_error", "message", err);
-            s_send_json (fd, CUDA_MSG_RESULT, reply, 0, NULL, NULL);
+            cuda_msg_send_json (fd, CUDA_MSG_RESULT, reply, 0, NULL, NULL);
             json_decref (reply);
             cuda_msg_free (&msg);
             if (ok != 0)
@@ -219,7 +195,7 @@ s_serve_loop (int fd, cuda_exec_t *exec)
         }
         if (msg.type == CUDA_MSG_SELFTEST) {
             json_t *reply = cuda_exec_selftest (exec);
-            s_send_json (fd, CUDA_MSG_RESULT, reply, 0, NULL, NULL);
+            cuda_msg_send_json (fd, CUDA_MSG_RESULT, reply, 0, NULL, NULL);
             json_decref (reply);
             cuda_msg_free (&msg);
             return 0;                       //  the self-test leaves a faulted context
@@ -248,7 +224,7 @@ s_serve_loop (int fd, cuda_exec_t *exec)
                 }
             reply = cuda_exec_run (exec, plan, images, sizes, &fatal);
         }
-        s_send_json (fd, CUDA_MSG_RESULT, reply, 0, NULL, NULL);
+        cuda_msg_send_json (fd, CUDA_MSG_RESULT, reply, 0, NULL, NULL);
         json_decref (reply);
         cuda_plan_destroy (&plan);
         cuda_msg_free (&msg);
@@ -262,7 +238,7 @@ cuda_runner_serve (const cuda_runner_opts_t *opts)
 {
     int fd = opts->fd;
     s_parent = getppid ();
-    s_close_other_fds (fd);
+    cuda_proc_close_inherited (fd);
     signal (SIGPIPE, SIG_IGN);
     signal (SIGXFSZ, SIG_IGN);
     //  Eager loading: module memory shows at load time, no first-launch stalls.
@@ -277,15 +253,17 @@ cuda_runner_serve (const cuda_runner_opts_t *opts)
         memset (&conf, 0, sizeof conf);
         for (size_t i = 0; i < opts->ncgroups; i++)
             conf.cgroups [i] = opts->cgroups [i];
-        conf.netns = true;
-        conf.drop_to_nobody = true;
+        //  Operator knobs to narrow down a host where CUDA fails when confined;
+        //  the caps reported show what stayed in force.
+        conf.netns = !s_off ("KGYM_CUDA_NETNS");
+        conf.drop_to_nobody = !s_off ("KGYM_CUDA_NOBODY");
         conf.rlimit_fsize = 64ull << 20;
         conf.rlimit_nofile = 1024;
-        conf.seccomp = true;
+        conf.seccomp = !s_off ("KGYM_CUDA_SECCOMP");
         conf.seccomp_allow = 0;
         if (runner_confine (&conf, caps, sizeof caps, err, sizeof err)) {
             json_t *hello = json_pack ("{s:s, s:b}", "error", err, "no_device", 0);
-            s_send_json (fd, CUDA_MSG_HELLO, hello, 0, NULL, NULL);
+            cuda_msg_send_json (fd, CUDA_MSG_HELLO, hello, 0, NULL, NULL);
             json_decref (hello);
             return 2;
         }
@@ -295,7 +273,7 @@ cuda_runner_serve (const cuda_runner_opts_t *opts)
     if (!exec) {
         json_t *hello = json_pack ("{s:s, s:b}", "error", err,
                                    "no_device", strncmp (err, "no device", 9) == 0);
-        s_send_json (fd, CUDA_MSG_HELLO, hello, 0, NULL, NULL);
+        cuda_msg_send_json (fd, CUDA_MSG_HELLO, hello, 0, NULL, NULL);
         json_decref (hello);
         return 1;
     }
@@ -318,118 +296,9 @@ cuda_runner_serve (const cuda_runner_opts_t *opts)
         pthread_detach (watchdog);
     json_t *hello = json_pack ("{s:o, s:o, s:f, s:i}", "device", cuda_exec_device_json (dev),
                                "caps", caps_json, "cuinit_s", init_s, "pid", (int) getpid ());
-    s_send_json (fd, CUDA_MSG_HELLO, hello, 0, NULL, NULL);
+    cuda_msg_send_json (fd, CUDA_MSG_HELLO, hello, 0, NULL, NULL);
     json_decref (hello);
     int rc = s_serve_loop (fd, exec);
     //  Skip the driver's teardown: the supervisor does not wait for it.
     _exit (rc);
-}
-
-//  --- compile mode ---
-
-//  Directory holding a loaded library (for NVRTC's builtins), or "".
-static void
-s_lib_dir (void *symbol, char *out, size_t size)
-{
-    Dl_info info;
-    out [0] = 0;
-    if (dladdr (symbol, &info) && info.dli_fname) {
-        char real [PATH_MAX];
-        if (realpath (info.dli_fname, real))
-            snprintf (out, size, "%s", dirname (real));
-    }
-}
-
-int
-cuda_runner_compile (const cuda_runner_opts_t *opts)
-{
-    int fd = opts->fd;
-    s_close_other_fds (fd);
-    signal (SIGPIPE, SIG_IGN);
-    signal (SIGXFSZ, SIG_IGN);
-    char caps [CAPS_LEN] = "{}";
-    char err [512] = "";
-    if (opts->confine) {
-        //  Landlock: NVRTC may read the toolkit, the libraries and the
-        //  loader's files, nothing else (so #include "/some/secret" fails).
-        char include [PATH_MAX], root [PATH_MAX], nvrtc_dir [PATH_MAX];
-        const char *inc = worker_nvrtc_include_dir ();
-        if (!realpath (inc, include))
-            snprintf (include, sizeof include, "%s", inc);
-        snprintf (root, sizeof root, "%s", include);
-        snprintf (root, sizeof root, "%s", dirname (root));
-        s_lib_dir ((void *) nvrtcVersion, nvrtc_dir, sizeof nvrtc_dir);
-        runner_confine_opts_t conf;
-        memset (&conf, 0, sizeof conf);
-        conf.netns = true;
-        conf.drop_to_nobody = true;
-        conf.rlimit_as = 8ull << 30;
-        conf.rlimit_cpu = opts->cpu_limit? opts->cpu_limit: 60;
-        conf.rlimit_fsize = 1u << 20;
-        conf.rlimit_nofile = 256;
-        size_t n = 0;
-        conf.landlock_read [n++] = root;
-        conf.landlock_read [n++] = include;
-        if (nvrtc_dir [0])
-            conf.landlock_read [n++] = nvrtc_dir;
-        conf.landlock_read [n++] = "/usr/lib";
-        conf.landlock_read [n++] = "/lib";
-        conf.landlock_read [n++] = "/usr/lib64";
-        conf.landlock_read [n++] = "/lib64";
-        conf.landlock_read [n++] = "/etc/ld.so.cache";
-        conf.landlock_read [n++] = "/proc/self";
-        conf.landlock_read [n++] = "/dev/urandom";
-        conf.landlock_write [0] = "/dev/null";
-        conf.seccomp = true;
-        conf.seccomp_allow = RUNNER_CONFINE_DENY_WRITE;
-        if (runner_confine (&conf, caps, sizeof caps, err, sizeof err)) {
-            json_t *reply = json_pack ("{s:s, s:s}", "status", "error", "error", err);
-            s_send_json (fd, CUDA_MSG_COMPILED, reply, 0, NULL, NULL);
-            json_decref (reply);
-            return 2;
-        }
-    }
-    cuda_msg_t msg;
-    char why [256];
-    if (cuda_msg_recv (fd, &msg, 30.0, why, sizeof why) != 0)
-        return 2;
-    json_error_t jerr;
-    json_t *req = msg.type == CUDA_MSG_COMPILE && msg.nparts >= 2
-                ? json_loads ((const char *) msg.part [0], 0, &jerr): NULL;
-    const char *name = json_string_value (json_object_get (req, "name"));
-    const char *arch = json_string_value (json_object_get (req, "arch"));
-    json_t *options = json_object_get (req, "options");
-    json_t *reply = NULL;
-    uint8_t *cubin = NULL;
-    size_t size = 0;
-    if (!name || !arch || !json_is_array (options) || json_array_size (options) > 64
-    ||  strlen ((const char *) msg.part [1]) != msg.size [1])
-        reply = json_pack ("{s:s, s:s}", "status", "error", "error", "malformed compile request");
-    else {
-        size_t nopts = json_array_size (options);
-        char *opts_v [64];
-        bool ok = true;
-        for (size_t i = 0; i < nopts; i++) {
-            opts_v [i] = (char *) json_string_value (json_array_get (options, i));
-            ok &= opts_v [i] != NULL;
-        }
-        char *log = NULL;
-        int rc = ok? worker_nvrtc_compile_here (name, (const char *) msg.part [1], opts_v, nopts,
-                                                arch, &cubin, &size, &log, err, sizeof err): -1;
-        if (rc == 0)
-            reply = json_pack ("{s:s, s:s}", "status", "ok", "log", log? log: "");
-        else if (rc == 1)
-            reply = json_pack ("{s:s, s:s}", "status", "compile_error", "log", log? log: "");
-        else
-            reply = json_pack ("{s:s, s:s}", "status", "error", "error", *err? err: "bad options");
-        free (log);
-    }
-    const void *blobs [1] = { cubin };
-    size_t sizes [1] = { size };
-    s_send_json (fd, CUDA_MSG_COMPILED, reply, cubin? 1: 0, blobs, sizes);
-    json_decref (reply);
-    json_decref (req);
-    free (cubin);
-    cuda_msg_free (&msg);
-    return 0;
 }

@@ -1,18 +1,16 @@
-/*  cuda_runner - kgym-cuda-runner's two modes, behind a thin main.
+/*  cuda_runner - kgym-cuda-runner: the sandboxed owner of one GPU's contexts.
 
-    serve:   confine (runner_confine: cgroup, network namespace, nobody,
-             rlimits, seccomp), cuInit, pin to the GPU's NUMA node, say
-             HELLO (device facts and caps, or why there is no device), then
-             serve INIT (contexts + internal module), JOB (a cuda_plan and
-             three module images -> RESULT) and SELFTEST until EXIT, EOF or
-             a fatal CUDA error. A watchdog thread exits when the parent
-             process is gone, even while a kernel hangs the main thread.
-    compile: confine harder (also no file writes, Landlock read-only view
-             of the toolkit and libraries, CPU limit), read one COMPILE
-             request, run NVRTC, answer COMPILED, exit.
+    Confine (runner_confine: cgroup, network namespace, nobody, rlimits,
+    seccomp), cuInit, pin to the GPU's NUMA node, say HELLO (device facts
+    and caps, or why there is no device), then serve INIT (contexts +
+    internal module), JOB (a cuda_plan and three module images -> RESULT)
+    and SELFTEST until EXIT, EOF or a fatal CUDA error. A watchdog thread
+    exits when the parent process is gone, even while a kernel hangs the
+    main thread. NVRTC compiles run elsewhere (cuda_compiler, kgym-nvrtc),
+    so this binary is the only one that needs libcuda.
 
-    Talks to worker_cuda / worker_nvrtc over fd 3 (cuda_msg). Host code
-    here is trusted; only device code (and NVRTC's input) is not.
+    Talks to worker_cuda over fd 3 (cuda_msg). Host code here is trusted;
+    only device code is not.
 */
 #ifndef CUDA_RUNNER_H
 #define CUDA_RUNNER_H
@@ -27,16 +25,13 @@ typedef struct {
     int device;                 //  CUDA ordinal (--device)
     const char *cgroups [RUNNER_CONFINE_MAX_CGROUPS];  //  --cgroup DIR (repeatable)
     size_t ncgroups;            //  entries used
-    bool compile;               //  --compile
     bool confine;               //  false with --no-confine (debugging only)
-    uint32_t cpu_limit;         //  --cpu-limit S (compile mode RLIMIT_CPU)
 } cuda_runner_opts_t;
 
 //  Parse argv. 0, or -1 with a reason.
 int cuda_runner_opts_parse (int argc, char **argv, cuda_runner_opts_t *opts, char *err, size_t errlen);
 
-//  The modes; each returns the process exit code.
+//  Serve until EXIT, EOF or a fatal error; returns the process exit code.
 int cuda_runner_serve (const cuda_runner_opts_t *opts);
-int cuda_runner_compile (const cuda_runner_opts_t *opts);
 
 #endif

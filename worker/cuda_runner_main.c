@@ -1,9 +1,7 @@
-/*  kgym-cuda-runner - the sandboxed process that owns a GPU context (or
-    compiles one program with NVRTC). Spawned by worker_cuda / worker_nvrtc;
-    see cuda_runner.h for the modes and docs/cuda.md for the protocol.
+/*  kgym-cuda-runner - the sandboxed process that owns a GPU's contexts.
+    Spawned by worker_cuda; see cuda_runner.h and docs/cuda.md.
 
-    kgym-cuda-runner [--serve | --compile] [--fd N] [--device N]
-                     [--cgroup DIR]... [--cpu-limit S] [--no-confine]
+    kgym-cuda-runner [--serve] [--fd N] [--device N] [--cgroup DIR]... [--no-confine]
 */
 #include "cuda_runner.h"
 #include <stdio.h>
@@ -17,5 +15,5 @@ main (int argc, char **argv)
         fprintf (stderr, "kgym-cuda-runner: %s\n", err);
         return 64;
     }
-    return opts.compile? cuda_runner_compile (&opts): cuda_runner_serve (&opts);
+    return cuda_runner_serve (&opts);
 }

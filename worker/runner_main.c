@@ -65,6 +65,7 @@ typedef struct {
     uint64_t max_pids;              //  processes+threads cap
     uint64_t cpu_s;                 //  RLIMIT_CPU seconds
     int sock, so, shm;              //  passed descriptors, -1 when absent
+    int netns, ipcns;               //  namespaces to enter instead of making new ones, -1 when absent
     const char *cgroups [S_MAX_CGROUPS];    //  cgroup directories to join
     int ncgroups;
     char **argv;                    //  exec mode: the command
@@ -142,6 +143,7 @@ s_args_parse (int argc, char **argv, s_args_t *args)
 {
     memset (args, 0, sizeof *args);
     args->sock = args->so = args->shm = -1;
+    args->netns = args->ipcns = -1;
     args->mem_bytes = 4ull << 30;
     args->max_pids = 32;
     args->cpu_s = 120;
@@ -203,6 +205,16 @@ s_args_parse (int argc, char **argv, s_args_t *args)
         else
         if (strcmp (opt, "--shm") == 0) {
             if (s_parse_fd (val, &args->shm))
+                return -1;
+        }
+        else
+        if (strcmp (opt, "--netns") == 0) {
+            if (s_parse_fd (val, &args->netns))
+                return -1;
+        }
+        else
+        if (strcmp (opt, "--ipcns") == 0) {
+            if (s_parse_fd (val, &args->ipcns))
                 return -1;
         }
         else
@@ -329,14 +341,19 @@ s_write_map (const char *file, const char *text)
 
 //  New network (only lo, down) and IPC namespaces; not root: in a new user
 //  namespace mapping only our own ids, then without capabilities.
+//  As root, the supervisor may hand us empty namespaces made once by a probe
+//  runner: entering one costs microseconds, making one milliseconds. They
+//  hold nothing a kernel could use to reach another (no sockets, no SysV IPC).
 static void
-s_namespaces (s_caps_t *caps)
+s_namespaces (const s_args_t *args, s_caps_t *caps)
 {
     if (geteuid () == 0) {
         //  Root stays in the host's user namespace: it drops to nobody next.
-        if (unshare (CLONE_NEWNET) == 0)
+        if ((args->netns >= 0 && setns (args->netns, CLONE_NEWNET) == 0)
+        ||  unshare (CLONE_NEWNET) == 0)
             caps->netns = true;
-        if (unshare (CLONE_NEWIPC) == 0)
+        if ((args->ipcns >= 0 && setns (args->ipcns, CLONE_NEWIPC) == 0)
+        ||  unshare (CLONE_NEWIPC) == 0)
             caps->ipcns = true;
         return;
     }
@@ -419,14 +436,24 @@ s_close_fds (const s_args_t *args)
                 int t = keep [i]; keep [i] = keep [j]; keep [j] = t;
             }
     unsigned int from = 3;
+    bool ok = true;
     for (int i = 0; i < 3; i++) {
         if (keep [i] < 0)
             continue;
         if ((unsigned) keep [i] > from)
-            syscall (SYS_close_range, from, (unsigned) keep [i] - 1, 0);
+            ok &= syscall (SYS_close_range, from, (unsigned) keep [i] - 1, 0) == 0;
         from = (unsigned) keep [i] + 1;
     }
-    syscall (SYS_close_range, from, ~0u, 0);
+    ok &= syscall (SYS_close_range, from, ~0u, 0) == 0;
+    if (ok)
+        return;
+    //  Kernels before 5.9: one by one, up to the current limit.
+    long max = sysconf (_SC_OPEN_MAX);
+    if (max < 0 || max > 1 << 20)
+        max = 1 << 20;
+    for (int fd = 3; fd < max; fd++)
+        if (fd != keep [0] && fd != keep [1] && fd != keep [2])
+            close (fd);
 }
 
 //  Deny syscall name (when this libseccomp knows it) with err.
@@ -457,8 +484,15 @@ s_seccomp (const s_args_t *args)
     bool kernel = args->mode != S_MODE_EXEC;
     uint32_t self = (uint32_t) getpid ();
 
-    //  Only local sockets; no peeking at or steering other processes.
-    rc |= S_DENY_IF (ctx, "socket", SCMP_A0_32 (SCMP_CMP_NE, AF_UNIX));
+    //  Kernels get no sockets at all (runners may share a network namespace);
+    //  the compiler only local ones. No peeking at or steering other processes.
+    if (args->mode == S_MODE_KERNEL) {
+        rc |= S_DENY (ctx, "socket");
+        rc |= S_DENY (ctx, "socketpair");
+        rc |= S_DENY (ctx, "mq_open");
+    }
+    else
+        rc |= S_DENY_IF (ctx, "socket", SCMP_A0_32 (SCMP_CMP_NE, AF_UNIX));
     const char *always [] = {
         "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_open",
         "pidfd_getfd", "pidfd_send_signal", "mount", "umount2", "pivot_root", "chroot",
@@ -561,7 +595,7 @@ s_confine (const s_args_t *args, s_caps_t *caps)
     memset (caps, 0, sizeof *caps);
     s_join_cgroups (args, caps);
     s_parent_death (args);
-    s_namespaces (caps);
+    s_namespaces (args, caps);
     s_drop_root (caps);
     //  A change of credentials clears the parent-death signal: set it again.
     s_parent_death (args);
@@ -812,9 +846,14 @@ main (int argc, char **argv)
     s_caps_t caps;
     s_confine (&args, &caps);
     switch (args.mode) {
-        case S_MODE_PROBE:
+        case S_MODE_PROBE: {
             s_send_reply (args.sock, RUNNER_OK, 0, caps.text);
+            //  Stay until the supervisor has looked at our namespaces and hangs up.
+            char byte;
+            while (read (args.sock, &byte, 1) > 0)
+                ;
             return 0;
+        }
         case S_MODE_EXEC:
             execv (args.argv [0], args.argv);
             dprintf (2, "kgym-runner: cannot run %s: %s\n", args.argv [0], strerror (errno));

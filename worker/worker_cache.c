@@ -153,13 +153,34 @@ s_user_version (worker_cache_t *self, int *version)
     return rc;
 }
 
+//  The journal mode now ("wal", "delete", ...) into mode.
+static int
+s_journal_mode (worker_cache_t *self, char *mode, size_t len)
+{
+    sqlite3_stmt *stmt = NULL;
+    int rc = sqlite3_prepare_v2 (self->db, "PRAGMA journal_mode", -1, &stmt, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step (stmt)) == SQLITE_ROW) {
+        const char *text = (const char *) sqlite3_column_text (stmt, 0);
+        snprintf (mode, len, "%s", text? text: "");
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize (stmt);
+    return rc;
+}
+
 //  Schema at this format (an older or newer one is dropped: it is a cache).
 static int
-s_setup (worker_cache_t *self)
+s_setup_once (worker_cache_t *self)
 {
     int rc, version = -1;
-    if ((rc = s_exec (self, "PRAGMA journal_mode=WAL")) != SQLITE_OK
-    ||  (rc = s_exec (self, "PRAGMA synchronous=NORMAL")) != SQLITE_OK
+    char mode [16] = "";
+    //  WAL is stored in the file: switch only once (the switch needs an
+    //  exclusive lock and may fail busy without waiting).
+    if ((rc = s_journal_mode (self, mode, sizeof mode)) != SQLITE_OK)
+        return rc;
+    if (strcmp (mode, "wal") != 0 && (rc = s_exec (self, "PRAGMA journal_mode=WAL")) != SQLITE_OK)
+        return rc;
+    if ((rc = s_exec (self, "PRAGMA synchronous=NORMAL")) != SQLITE_OK
     ||  (rc = s_user_version (self, &version)) != SQLITE_OK)
         return rc;
     if (version == S_FORMAT)
@@ -178,6 +199,24 @@ s_setup (worker_cache_t *self)
         rc = s_exec (self, "COMMIT");
     else
         s_exec (self, "ROLLBACK");
+    return rc;
+}
+
+//  Setting up races other processes opening a new file: retry while busy.
+static int
+s_setup (worker_cache_t *self)
+{
+    int rc = SQLITE_BUSY;
+    long wait_us = 1000;
+    for (long waited = 0; waited < S_BUSY_MS * 1000L; waited += wait_us) {
+        rc = s_setup_once (self);
+        if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+            return rc;
+        struct timespec ts = { 0, wait_us * 1000 };
+        nanosleep (&ts, NULL);
+        if (wait_us < 100000)
+            wait_us *= 2;
+    }
     return rc;
 }
 

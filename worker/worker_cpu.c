@@ -14,6 +14,7 @@
 #include "common_philox.h"
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@
 #define PING_SAMPLES   7            //  round trips measured to calibrate wall times
 #define POISON_KEY     0x9E3779B97F4A7C15ull
 #define TRUSTED_RUN_S  60.0         //  per-run limit for reference and baseline
+#define MAX_SLOTS      64           //  jobs executing at once in one process
 
 static const char *s_prog_names[] = { "candidate", "reference", "baseline" };
 
@@ -35,6 +37,9 @@ struct worker_cpu_t {
     worker_eval_config_t cfg;       //  copy; strings borrowed from the caller
     worker_cache_t *cache;          //  borrowed, may be NULL
     char device[256];               //  "cpu: <model name>"
+    pthread_mutex_t lock;           //  guards the slot bitmap
+    uint64_t slots_busy;            //  bit i: slot i executes a job
+    uint64_t slots_used;            //  bit i: slot i's cgroups may exist
 };
 
 struct worker_cpu_job_t {
@@ -97,6 +102,7 @@ worker_cpu_new (const worker_eval_config_t *cfg, worker_cache_t *cache, char *er
     }
     self->cfg = *cfg;
     self->cache = cache;
+    pthread_mutex_init (&self->lock, NULL);
     s_read_cpu_model (self->device, sizeof self->device);
     return self;
 }
@@ -104,10 +110,45 @@ worker_cpu_new (const worker_eval_config_t *cfg, worker_cache_t *cache, char *er
 void
 worker_cpu_destroy (worker_cpu_t **self_p)
 {
-    if (*self_p) {
-        free (*self_p);
-        *self_p = NULL;
-    }
+    worker_cpu_t *self = *self_p;
+    if (!self)
+        return;
+    for (int i = 0; i < MAX_SLOTS; i++)
+        if (self->slots_used & (1ull << i)) {
+            char slot [64];
+            snprintf (slot, sizeof slot, "%d-%d", (int) getpid (), i);
+            worker_sandbox_slot_remove (slot);
+        }
+    pthread_mutex_destroy (&self->lock);
+    free (self);
+    *self_p = NULL;
+}
+
+//  A slot index for one executing job, so its runners reuse a cgroup
+//  instead of making and removing one each (-1 when all are busy).
+static int
+s_slot_acquire (worker_cpu_t *self)
+{
+    int slot = -1;
+    pthread_mutex_lock (&self->lock);
+    for (int i = 0; i < MAX_SLOTS && slot < 0; i++)
+        if (!(self->slots_busy & (1ull << i))) {
+            self->slots_busy |= 1ull << i;
+            self->slots_used |= 1ull << i;
+            slot = i;
+        }
+    pthread_mutex_unlock (&self->lock);
+    return slot;
+}
+
+static void
+s_slot_release (worker_cpu_t *self, int slot)
+{
+    if (slot < 0)
+        return;
+    pthread_mutex_lock (&self->lock);
+    self->slots_busy &= ~(1ull << slot);
+    pthread_mutex_unlock (&self->lock);
 }
 
 const char *
@@ -680,6 +721,7 @@ worker_cpu_execute (worker_cpu_t *self, worker_cpu_job_t **job_p, worker_outcome
     worker_cpu_job_t *cjob = *job_p;
     *job_p = NULL;
     double start = s_now ();
+    int slot = -1;
     s_exec_t ex;
     memset (&ex, 0, sizeof ex);
     ex.self = self;
@@ -707,25 +749,37 @@ worker_cpu_execute (worker_cpu_t *self, worker_cpu_job_t **job_p, worker_outcome
     }
     worker_sandbox_config_default (&ex.sandbox);
     ex.sandbox.mem_bytes = self->cfg.sandbox_mem_bytes + 2 * largest;
+    char slot_name [64];
+    slot = s_slot_acquire (self);
+    if (slot >= 0) {
+        snprintf (slot_name, sizeof slot_name, "%d-%d", (int) getpid (), slot);
+        ex.sandbox.slot = slot_name;
+    }
 
-    for (int p = PROG_REFERENCE; p <= PROG_BASELINE; p++) {
+    //  Start every runner first, then wait for them: their start-up overlaps.
+    for (int p = 0; p < 3; p++) {
         if (cjob->so_fd [p] < 0)
             continue;
-        ex.prog [p].runner = worker_runner_new (&ex.sandbox, cjob->so_fd [p], err, sizeof err);
+        ex.prog [p].runner = worker_runner_start (&ex.sandbox, cjob->so_fd [p], err, sizeof err);
         if (!ex.prog [p].runner) {
             worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "cannot start the %s's runner: %s",
                                  s_prog_names [p], err);
             goto done;
         }
     }
-    ex.prog [PROG_CANDIDATE].runner = worker_runner_new (&ex.sandbox, cjob->so_fd [PROG_CANDIDATE],
-                                                         err, sizeof err);
-    if (!ex.prog [PROG_CANDIDATE].runner) {
+    for (int p = 0; p < 3; p++) {
+        if (!ex.prog [p].runner || worker_runner_ready (ex.prog [p].runner, err, sizeof err) == 0)
+            continue;
         //  A module that does not load (undefined symbol...) is the candidate's build failing.
-        if (strncmp (err, "load: ", 6) == 0)
+        if (p == PROG_CANDIDATE && strncmp (err, "load: ", 6) == 0)
             worker_outcome_fail (out, STATUS_COMPILE_ERROR, "the candidate does not link: %s", err + 6);
         else
-            worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "cannot start the candidate's runner: %s", err);
+        if (p != PROG_CANDIDATE && strncmp (err, "load: ", 6) == 0)
+            worker_outcome_fail (out, STATUS_INVALID, "the task's %s does not load: %s",
+                                 s_prog_names [p], err + 6);
+        else
+            worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "cannot start the %s's runner: %s",
+                                 s_prog_names [p], err);
         goto done;
     }
     snprintf (out->sandbox, sizeof out->sandbox, "%s", worker_runner_caps (ex.prog [PROG_CANDIDATE].runner));
@@ -736,6 +790,7 @@ worker_cpu_execute (worker_cpu_t *self, worker_cpu_job_t **job_p, worker_outcome
 done:
     for (int p = 0; p < 3; p++)
         worker_runner_destroy (&ex.prog [p].runner);
+    s_slot_release (self, slot);
     free (ex.inputs);
     free (ex.expected);
     out->seed = cjob->seed;

@@ -90,7 +90,7 @@ s_runner_spawn (worker_cuda_t *self, char *err, size_t errlen)
     snprintf (device, sizeof device, "%d", self->device);
     const char *args [] = { "--serve", "--device", device, NULL };
     self->spawned_at = cuda_now ();
-    self->runner = cuda_proc_new (args, self->cg.version? &self->cg: NULL, err, errlen);
+    self->runner = cuda_proc_new (CUDA_PROC_RUNNER, args, self->cg.version? &self->cg: NULL, err, errlen);
     if (!self->runner) {
         if (self->cg.version)
             runner_confine_cgroup_remove (&self->cg);
@@ -127,6 +127,8 @@ s_read_hello (cuda_proc_t *runner, json_t **hello, char *err, size_t errlen)
     const char *error = json_string_value (json_object_get (json, "error"));
     if (error) {
         bool no_device = json_is_true (json_object_get (json, "no_device"));
+        if (strncmp (error, "no device: ", 11) == 0)
+            error += 11;
         s_err (err, errlen, "%s%s", no_device? "no CUDA device: ": "kgym-cuda-runner: ", error);
         json_decref (json);
         return no_device? 1: -1;
@@ -135,30 +137,28 @@ s_read_hello (cuda_proc_t *runner, json_t **hello, char *err, size_t errlen)
     return 0;
 }
 
-//  Make the current runner ready: HELLO, then INIT with the internal module.
+//  Read the current runner's HELLO: caps and start figures into self.
+//  0 with *hello (new reference), 1 no device, -1 failure (runner stopped).
 static int
-s_runner_ready (worker_cuda_t *self, char *err, size_t errlen)
+s_take_hello (worker_cuda_t *self, json_t **hello, char *err, size_t errlen)
 {
-    if (self->ready)
-        return 0;
-    if (!self->runner && s_runner_spawn (self, err, errlen))
-        return -1;
-    json_t *hello = NULL;
-    if (s_read_hello (self->runner, &hello, err, errlen) != 0) {
+    int rc = s_read_hello (self->runner, hello, err, errlen);
+    if (rc != 0) {
         s_runner_stop (self);
-        return -1;
+        return rc;
     }
-    self->stats.cuinit_s = json_number_value (json_object_get (hello, "cuinit_s"));
-    json_t *caps = json_object_get (hello, "caps");
+    self->stats.cuinit_s = json_number_value (json_object_get (*hello, "cuinit_s"));
+    json_t *caps = json_object_get (*hello, "caps");
     char *text = caps? json_dumps (caps, JSON_COMPACT): NULL;
     snprintf (self->caps, sizeof self->caps, "%s", text? text: "{}");
     free (text);
-    json_decref (hello);
-    if (!self->internal) {
-        s_err (err, errlen, "internal kernels were not compiled");
-        s_runner_stop (self);
-        return -1;
-    }
+    return 0;
+}
+
+//  INIT: the runner makes its contexts and loads our kernels.
+static int
+s_send_init (worker_cuda_t *self, char *err, size_t errlen)
+{
     const void *blobs [1] = { self->internal };
     size_t sizes [1] = { self->internal_size };
     cuda_msg_t msg;
@@ -166,7 +166,7 @@ s_runner_ready (worker_cuda_t *self, char *err, size_t errlen)
     int fd = cuda_proc_fd (self->runner);
     if (cuda_msg_send_text (fd, CUDA_MSG_INIT, "{}", 1, blobs, sizes)
     ||  cuda_msg_recv (fd, &msg, INIT_TIMEOUT, why, sizeof why) != 0) {
-        s_err (err, errlen, "kgym-cuda-runner INIT failed: %s", why[0]? why: "send failed");
+        s_err (err, errlen, "kgym-cuda-runner INIT failed: %s", why [0]? why: "send failed");
         s_runner_stop (self);
         return -1;
     }
@@ -187,6 +187,24 @@ s_runner_ready (worker_cuda_t *self, char *err, size_t errlen)
     return 0;
 }
 
+//  A runner that is alive and initialised, started if need be.
+static int
+s_runner_ready (worker_cuda_t *self, char *err, size_t errlen)
+{
+    //  A runner that died while idle (its watchdog, a stray signal) is replaced.
+    if (self->runner && cuda_proc_exited (self->runner, NULL))
+        s_runner_stop (self);
+    if (self->ready)
+        return 0;
+    if (!self->runner && s_runner_spawn (self, err, errlen))
+        return -1;
+    json_t *hello = NULL;
+    if (s_take_hello (self, &hello, err, errlen))
+        return -1;
+    json_decref (hello);
+    return s_send_init (self, err, errlen);
+}
+
 //  --- public ---
 
 int
@@ -198,7 +216,7 @@ worker_cuda_probe (int device, char *arch, size_t archlen, json_t **hello_out,
     char dev [16];
     snprintf (dev, sizeof dev, "%d", device);
     const char *args [] = { "--serve", "--device", dev, NULL };
-    cuda_proc_t *runner = cuda_proc_new (args, NULL, err, errlen);
+    cuda_proc_t *runner = cuda_proc_new (CUDA_PROC_RUNNER, args, NULL, err, errlen);
     if (!runner)
         return -1;
     json_t *hello = NULL;
@@ -236,7 +254,7 @@ worker_cuda_new (const worker_eval_config_t *cfg, worker_cache_t *cache, char *e
     if (s_runner_spawn (self, err, errlen))
         goto fail;
     json_t *hello = NULL;
-    int rc = s_read_hello (self->runner, &hello, err, errlen);
+    int rc = s_take_hello (self, &hello, err, errlen);
     if (rc != 0)
         goto fail;
     json_t *dev = json_object_get (hello, "device");
@@ -247,11 +265,6 @@ worker_cuda_new (const worker_eval_config_t *cfg, worker_cache_t *cache, char *e
     snprintf (self->device_text, sizeof self->device_text, "%s (%s, %s)",
               name? name: "CUDA device", self->arch, bus? bus: "?");
     self->mem_total = (uint64_t) json_integer_value (json_object_get (dev, "mem_total"));
-    self->stats.cuinit_s = json_number_value (json_object_get (hello, "cuinit_s"));
-    json_t *caps = json_object_get (hello, "caps");
-    char *text = caps? json_dumps (caps, JSON_COMPACT): NULL;
-    snprintf (self->caps, sizeof self->caps, "%s", text? text: "{}");
-    free (text);
     json_decref (hello);
     if (worker_nvrtc_check_arch (self->arch)) {
         s_err (err, errlen, "runner reported a malformed arch '%s'", self->arch);
@@ -260,6 +273,7 @@ worker_cuda_new (const worker_eval_config_t *cfg, worker_cache_t *cache, char *e
 
     //  Our own kernels go through the same cached, sandboxed compile.
     worker_nvrtc_result_t res;
+    memset (&res, 0, sizeof res);
     char why [512] = "";
     const char *source = cuda_kernels_source ();
     size_t nopts = 0;
@@ -279,29 +293,8 @@ worker_cuda_new (const worker_eval_config_t *cfg, worker_cache_t *cache, char *e
     res.image = NULL;
     worker_nvrtc_result_free (&res);
 
-    //  The HELLO was read above; finish with INIT.
-    const void *blobs [1] = { self->internal };
-    size_t sizes [1] = { self->internal_size };
-    cuda_msg_t msg;
-    int fd = cuda_proc_fd (self->runner);
-    if (cuda_msg_send_text (fd, CUDA_MSG_INIT, "{}", 1, blobs, sizes)
-    ||  cuda_msg_recv (fd, &msg, INIT_TIMEOUT, why, sizeof why) != 0) {
-        s_err (err, errlen, "kgym-cuda-runner INIT failed: %s", why);
+    if (s_send_init (self, err, errlen))
         goto fail;
-    }
-    json_error_t jerr;
-    json_t *reply = json_loads ((const char *) msg.part [0], 0, &jerr);
-    cuda_msg_free (&msg);
-    const char *status = json_string_value (json_object_get (reply, "status"));
-    if (!status || strcmp (status, "ok") != 0) {
-        const char *m = json_string_value (json_object_get (reply, "message"));
-        s_err (err, errlen, "kgym-cuda-runner INIT: %s", m? m: "malformed reply");
-        json_decref (reply);
-        goto fail;
-    }
-    json_decref (reply);
-    self->ready = true;
-    self->stats.last_start_s = cuda_now () - self->spawned_at;
     log_info ("cuda", "device %d: %s, runner ready in %.0f ms, caps %s", self->device,
               self->device_text, self->stats.last_start_s * 1e3, self->caps);
     return self;

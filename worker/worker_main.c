@@ -6,6 +6,7 @@
 #include "common_log.h"
 #include "kgym_config.h"
 #include <getopt.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -63,6 +64,9 @@ main (int argc, char **argv)
         fprintf (stderr, "kgym-worker: --broker and --backend are required\n");
         return 2;
     }
+    //  Orphaned grandchildren of killed sandboxes (a compiler's cc1) come to us
+    //  to be reaped, even where PID 1 does not reap.
+    prctl (PR_SET_CHILD_SUBREAPER, 1);
     zsys_init ();
     zsys_set_logstream (NULL);
     zsys_catch_interrupts ();

@@ -354,8 +354,8 @@ s_compile_in_child (const char *name, const char *source, char *const *norm, siz
 {
     char timeout_text [32];
     snprintf (timeout_text, sizeof timeout_text, "%.0f", timeout_s + 1.5);
-    const char *args [] = { "--compile", "--cpu-limit", timeout_text, NULL };
-    cuda_proc_t *proc = cuda_proc_new (args, NULL, err, errlen);
+    const char *args [] = { "--cpu-limit", timeout_text, NULL };
+    cuda_proc_t *proc = cuda_proc_new (CUDA_PROC_NVRTC, args, NULL, err, errlen);
     if (!proc)
         return NVRTC_INTERNAL;
 

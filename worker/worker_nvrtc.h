@@ -3,7 +3,7 @@
     Options come from an allow-list and are normalised (spelling, defaults)
     before they enter the cache key; anything else makes the job `invalid`.
     The compile itself never runs in the caller: worker_nvrtc_compile
-    spawns kgym-cuda-runner --compile (confined: no network, nobody, no
+    spawns kgym-nvrtc (cuda_compiler; confined: no network, nobody, no
     exec, no file writes, Landlock read-only view, CPU and memory rlimits),
     which calls worker_nvrtc_compile_here and sends the cubin back; after
     the timeout the whole process group is killed, so a pathological

@@ -200,7 +200,7 @@ s_exchange (worker_runner_t *self, const runner_request_t *req, double timeout_s
 }
 
 worker_runner_t *
-worker_runner_new (const worker_sandbox_config_t *cfg, int so_fd, char *err, size_t errlen)
+worker_runner_start (const worker_sandbox_config_t *cfg, int so_fd, char *err, size_t errlen)
 {
     char why [256] = "";
     worker_runner_t *self = calloc (1, sizeof *self);
@@ -243,9 +243,22 @@ worker_runner_new (const worker_sandbox_config_t *cfg, int so_fd, char *err, siz
         goto fail;
     close (peer);
     close (ro);
-    peer = ro = -1;
     self->alive = true;
+    return self;
+fail:
+    if (peer >= 0)
+        close (peer);
+    if (ro >= 0)
+        close (ro);
+    snprintf (err, errlen, "%s", why [0]? why: "cannot start the runner");
+    worker_runner_destroy (&self);
+    return NULL;
+}
 
+int
+worker_runner_ready (worker_runner_t *self, char *err, size_t errlen)
+{
+    char why [256] = "";
     runner_reply_t reply;
     int rc = s_wait_reply (self, s_now_ns () + (uint64_t) (S_READY_TIMEOUT_S * 1e9), &reply);
     if (rc == 1) {
@@ -274,15 +287,19 @@ worker_runner_new (const worker_sandbox_config_t *cfg, int so_fd, char *err, siz
         goto fail;
     }
     self->stopped = true;
-    return self;
+    return 0;
 fail:
-    if (peer >= 0)
-        close (peer);
-    if (ro >= 0)
-        close (ro);
     snprintf (err, errlen, "%s", why [0]? why: "cannot start the runner");
-    worker_runner_destroy (&self);
-    return NULL;
+    return -1;
+}
+
+worker_runner_t *
+worker_runner_new (const worker_sandbox_config_t *cfg, int so_fd, char *err, size_t errlen)
+{
+    worker_runner_t *self = worker_runner_start (cfg, so_fd, err, errlen);
+    if (self && worker_runner_ready (self, err, errlen))
+        worker_runner_destroy (&self);
+    return self;
 }
 
 void *

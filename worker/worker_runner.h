@@ -42,6 +42,14 @@ typedef struct {
 worker_runner_t *worker_runner_new (const worker_sandbox_config_t *cfg, int so_fd,
                                     char *err, size_t errlen);
 
+//  The two halves of new, so several runners can start at once: start
+//  spawns (NULL with a reason when it could not); ready waits for the
+//  runner to confine itself and load the object (-1 with a reason as new
+//  gives it; the caller then destroys the runner).
+worker_runner_t *worker_runner_start (const worker_sandbox_config_t *cfg, int so_fd,
+                                      char *err, size_t errlen);
+int worker_runner_ready (worker_runner_t *self, char *err, size_t errlen);
+
 //  The supervisor's mapping of the shared memory, grown to at least size
 //  bytes (contents undefined after growing). NULL on failure.
 void *worker_runner_shm (worker_runner_t *self, size_t size);

@@ -49,7 +49,8 @@
 enum { S_CG_NONE = 0, S_CG_V1 = 1, S_CG_V2 = 2 };
 
 struct worker_sandbox_t {
-    worker_sandbox_config_t cfg;    //  copy (strings not kept past new)
+    worker_sandbox_config_t cfg;    //  copy; runner_path points at runner, slot NULL
+    char runner [PATH_MAX];         //  kgym-runner to spawn
     int cg_mode;                    //  S_CG_*
     char cg_dir[2][PATH_MAX];       //  v2: [0]; v1: [0] memory, [1] pids; "" when absent
     int cg_lock;                    //  flock held on the primary directory, -1 when none
@@ -516,6 +517,17 @@ s_cg_set_limits (worker_sandbox_t *self)
     }
 }
 
+//  A slot name safe as a path component (at most 39 bytes).
+static void
+s_slot_name (const char *slot, char out [S_NAME_MAX])
+{
+    size_t j = 0;
+    for (const char *p = slot; *p && j + 1 < 40; p++)
+        out [j++] = (char) ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')
+                         || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'? *p: '_');
+    out [j] = 0;
+}
+
 //  Make (or take) this sandbox's cgroup. Without one the sandbox still works.
 static void
 s_cg_acquire (worker_sandbox_t *self)
@@ -525,18 +537,16 @@ s_cg_acquire (worker_sandbox_t *self)
     if (s_cg_host.mode == S_CG_NONE)
         return;
     char slot [S_NAME_MAX] = "";
-    if (self->cfg.slot) {
-        size_t j = 0;
-        for (const char *p = self->cfg.slot; *p && j + 1 < 40; p++)
-            slot [j++] = (char) ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')
-                              || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'? *p: '_');
-        slot [j] = 0;
-    }
+    if (self->cfg.slot)
+        s_slot_name (self->cfg.slot, slot);
     int primary = s_cg_host.base [0][0]? 0: 1;
     for (int attempt = 0; attempt < 64; attempt++) {
         char name [S_NAME_MAX];
+        if (self->cfg.slot && attempt == 0)
+            snprintf (name, sizeof name, "s-%s", slot);
+        else
         if (self->cfg.slot)
-            snprintf (name, sizeof name, attempt? "s-%s.%d": "s-%s", slot, attempt);
+            snprintf (name, sizeof name, "s-%s.%d", slot, attempt);
         else {
             uint32_t rnd = 0;
             if (getrandom (&rnd, sizeof rnd, GRND_NONBLOCK) != sizeof rnd)
@@ -544,29 +554,37 @@ s_cg_acquire (worker_sandbox_t *self)
             snprintf (name, sizeof name, "r%d-%08x", (int) getpid (), rnd);
         }
         char dirs [2][PATH_MAX] = { "", "" };
-        bool fresh = true, failed = false;
-        for (int h = 0; h < 2; h++) {
+        bool fresh = true, made [2] = { false, false };
+        int failed = 0;
+        for (int h = 0; h < 2 && !failed; h++) {
             if (!s_cg_host.base [h][0])
                 continue;
             if (strlen (s_cg_host.base [h]) + strlen (name) + 2 >= PATH_MAX) {
-                failed = true;
+                failed = ENAMETOOLONG;
                 break;
             }
             snprintf (dirs [h], PATH_MAX, "%s/%s", s_cg_host.base [h], name);
-            if (mkdir (dirs [h], 0755) != 0) {
-                if (errno != EEXIST) {
-                    failed = true;
-                    break;
-                }
+            if (mkdir (dirs [h], 0755) == 0)
+                made [h] = true;
+            else
+            if (errno == EEXIST)
                 fresh = false;
-            }
+            else
+                failed = errno;
         }
         if (failed) {
-            log_warn ("sandbox", "cannot make cgroup %s: %s", name, strerror (errno));
+            for (int h = 0; h < 2; h++)
+                if (made [h])
+                    rmdir (dirs [h]);
+            log_warn ("sandbox", "cannot make cgroup %s: %s", name, strerror (failed));
             return;
         }
-        if (!self->cfg.slot && !fresh)
+        if (!self->cfg.slot && !fresh) {
+            for (int h = 0; h < 2; h++)
+                if (made [h])
+                    rmdir (dirs [h]);
             continue;               //  random name taken: draw again
+        }
         int fd = open (dirs [primary], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
             return;
@@ -636,11 +654,13 @@ worker_sandbox_new (const worker_sandbox_config_t *cfg, char *err, size_t errlen
         self->cfg.cpu_s = def.cpu_s;
     if (!self->cfg.runner_path)
         self->cfg.runner_path = worker_sandbox_runner_path ();
-    if (!self->cfg.runner_path) {
+    if (!self->cfg.runner_path || strlen (self->cfg.runner_path) >= sizeof self->runner) {
         s_set_err (err, errlen, "%s", "kgym-runner not found (set KGYM_RUNNER)");
         free (self);
         return NULL;
     }
+    snprintf (self->runner, sizeof self->runner, "%s", self->cfg.runner_path);
+    self->cfg.runner_path = self->runner;
     self->cg_lock = -1;
     self->pidfd = -1;
     s_cg_acquire (self);
@@ -660,6 +680,11 @@ s_high_fd (int fd, int *owned)
     *owned = copy;
     return copy;
 }
+
+//  Defined with the probe below: the host's caps, and its namespaces.
+static pthread_once_t s_caps_once;
+static int s_shared_ns [2];
+static void s_probe (void);
 
 int
 worker_sandbox_spawn (worker_sandbox_t *self, worker_sandbox_mode_t mode, int sock_fd,
@@ -703,6 +728,18 @@ worker_sandbox_spawn (worker_sandbox_t *self, worker_sandbox_mode_t mode, int so
         snprintf (num [k], 32, "%d", shm_fd);
         args [n++] = "--shm"; args [n++] = num [k++];
     }
+    //  Runners enter the namespaces the probe made, instead of making their own.
+    int ns_fd [2] = { -1, -1 };
+    if (mode != SANDBOX_MODE_PROBE) {
+        pthread_once (&s_caps_once, s_probe);
+        const char *ns_opt [2] = { "--netns", "--ipcns" };
+        for (int i = 0; i < 2; i++)
+            if (s_shared_ns [i] >= 0) {
+                ns_fd [i] = s_shared_ns [i];
+                snprintf (num [k], 32, "%d", ns_fd [i]);
+                args [n++] = ns_opt [i]; args [n++] = num [k++];
+            }
+    }
     for (int h = 0; h < 2; h++)
         if (self->cg_mode != S_CG_NONE && self->cg_dir [h][0]) {
             args [n++] = "--cgroup";
@@ -739,8 +776,8 @@ worker_sandbox_spawn (worker_sandbox_t *self, worker_sandbox_mode_t mode, int so
         posix_spawn_file_actions_adddup2 (&fa, 0, 2);
     }
     //  dup2 onto itself clears FD_CLOEXEC in the child only (glibc >= 2.29).
-    int keep [3] = { sock_fd, so_fd, shm_fd };
-    for (int i = 0; i < 3; i++)
+    int keep [5] = { sock_fd, so_fd, shm_fd, ns_fd [0], ns_fd [1] };
+    for (int i = 0; i < 5; i++)
         if (keep [i] >= 0)
             posix_spawn_file_actions_adddup2 (&fa, keep [i], keep [i]);
     if (cwd)
@@ -831,9 +868,20 @@ worker_sandbox_kill (worker_sandbox_t *self)
     if (self->cg_mode != S_CG_NONE) {
         if (s_cg_oom_count (self) > self->oom_base)
             self->oom_seen = true;
+        //  Returns once every member has exited (zombies leave the list).
         s_cg_empty (self->cg_dir, self->cg_mode);
     }
+    int pgid = self->pid;
     s_reap (self);
+    //  Members orphaned by the kill (the compiler's cc1, as, ld) come to
+    //  us when this process is a child subreaper: reap them too, or they
+    //  stay zombies under an init that does not reap. No-op otherwise.
+    siginfo_t info;
+    for (int i = 0; i < 1024; i++) {
+        memset (&info, 0, sizeof info);
+        if (waitid (P_PGID, (id_t) pgid, &info, WEXITED | WNOHANG) != 0 || info.si_pid == 0)
+            break;
+    }
 }
 
 //  Has the runner exited? Peeks without reaping (WNOWAIT).
@@ -971,8 +1019,8 @@ worker_sandbox_describe (worker_sandbox_t *self, char *buf, size_t len)
         if (sig == SIGXCPU || (sig == SIGKILL && cpu_out))
             snprintf (buf, len, "killed by %s: CPU time limit (%u s)", name, self->cfg.cpu_s);
         else
-        if (sig == SIGKILL)
-            snprintf (buf, len, "killed by SIGKILL (memory cap?)");
+        if (sig == SIGKILL && self->cg_mode == S_CG_NONE)
+            snprintf (buf, len, "killed by SIGKILL (out of memory?)");
         else
         if (sig == SIGXFSZ)
             snprintf (buf, len, "killed by %s: file size limit", name);
@@ -1029,6 +1077,45 @@ worker_sandbox_destroy (worker_sandbox_t **self_p)
         close (self->pidfd);
     free (self);
     *self_p = NULL;
+}
+
+int
+worker_sandbox_slot_remove (const char *slot)
+{
+    if (!slot)
+        return 0;
+    pthread_once (&s_cg_once, s_cg_detect);
+    if (s_cg_host.mode == S_CG_NONE)
+        return 0;
+    char safe [S_NAME_MAX];
+    s_slot_name (slot, safe);
+    int primary = s_cg_host.base [0][0]? 0: 1;
+    int removed = 0;
+    for (int n = 0; n < 64; n++) {
+        char name [S_NAME_MAX + 16];
+        if (n == 0)
+            snprintf (name, sizeof name, "s-%s", safe);
+        else
+            snprintf (name, sizeof name, "s-%s.%d", safe, n);
+        char dirs [2][PATH_MAX] = { "", "" };
+        for (int h = 0; h < 2; h++)
+            if (s_cg_host.base [h][0])
+                snprintf (dirs [h], PATH_MAX, "%s/%s", s_cg_host.base [h], name);
+        int fd = open (dirs [primary], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+            continue;               //  suffixes need not be contiguous
+        //  Held: a live sandbox uses it.
+        if (flock (fd, LOCK_EX | LOCK_NB) == 0) {
+            s_cg_empty (dirs, s_cg_host.mode);
+            bool gone = true;
+            for (int h = 0; h < 2; h++)
+                if (dirs [h][0] && rmdir (dirs [h]) != 0 && errno != ENOENT)
+                    gone = false;
+            removed += gone;
+        }
+        close (fd);
+    }
+    return removed;
 }
 
 //  ---------------------------------------------------------------------
@@ -1134,12 +1221,14 @@ worker_sandbox_exec (const worker_sandbox_config_t *cfg, char *const argv[], con
         }
     }
     close (pipefd [0]);
-    if (*timed_out)
-        worker_sandbox_kill (sandbox);
-    else
-        worker_sandbox_wait (sandbox, 5.0);
-    if (!sandbox->reaped)
-        worker_sandbox_kill (sandbox);
+    //  It may have closed its output and still run: the deadline holds.
+    if (!*timed_out) {
+        uint64_t now = s_now_ns ();
+        double left = now < deadline? (double) (deadline - now) * 1e-9: 0;
+        if (worker_sandbox_wait (sandbox, left) != 0)
+            *timed_out = true;
+    }
+    worker_sandbox_kill (sandbox);
     int st = sandbox->wstatus;
     if (WIFEXITED (st))
         *exit_status = WEXITSTATUS (st);
@@ -1173,6 +1262,35 @@ worker_sandbox_exec (const worker_sandbox_config_t *cfg, char *const argv[], con
 
 static char s_host_caps [300];
 static pthread_once_t s_caps_once = PTHREAD_ONCE_INIT;
+//  The probe's empty network and IPC namespaces, kept open for later runners
+//  to enter (root only); -1 when there are none.
+static int s_shared_ns [2] = { -1, -1 };
+
+//  Keep the probe's namespaces: /proc/PID/ns/* while it still lives.
+static void
+s_keep_namespaces (pid_t pid)
+{
+    if (geteuid () != 0)
+        return;
+    const char *names [2] = { "net", "ipc" };
+    for (int i = 0; i < 2; i++) {
+        char path [64];
+        snprintf (path, sizeof path, "/proc/%d/ns/%s", (int) pid, names [i]);
+        s_shared_ns [i] = open (path, O_RDONLY | O_CLOEXEC);
+    }
+    //  Never share the host's own namespaces by mistake.
+    for (int i = 0; i < 2; i++) {
+        struct stat mine, theirs;
+        char path [64];
+        snprintf (path, sizeof path, "/proc/self/ns/%s", names [i]);
+        if (s_shared_ns [i] >= 0
+        && (stat (path, &mine) != 0 || fstat (s_shared_ns [i], &theirs) != 0
+        ||  mine.st_ino == theirs.st_ino)) {
+            close (s_shared_ns [i]);
+            s_shared_ns [i] = -1;
+        }
+    }
+}
 
 static void
 s_probe (void)
@@ -1199,6 +1317,7 @@ s_probe (void)
             reply.message [sizeof reply.message - 1] = 0;
             if (reply.message [0] == '{')
                 snprintf (s_host_caps, sizeof s_host_caps, "%s", reply.message);
+            s_keep_namespaces (worker_sandbox_pid (sandbox));
         }
     }
     if (sv [1] >= 0)

@@ -112,4 +112,9 @@ int worker_sandbox_cgroup_count (worker_sandbox_t *self);
 //  Kill, reap, empty the cgroup and remove it unless it is a slot's.
 void worker_sandbox_destroy (worker_sandbox_t **self_p);
 
+//  Remove this slot's kept cgroups (s-SLOT, s-SLOT.N) that no live sandbox
+//  holds, killing anything left in them; for a worker shutting down.
+//  Returns how many were removed.
+int worker_sandbox_slot_remove (const char *slot);
+
 #endif
