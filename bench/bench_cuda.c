@@ -163,7 +163,7 @@ s_overhead (void)
     json_object_set_new (task, "timing_size", json_integer (0));
     json_t *cand = s_load ("gelu_f32", "candidates/naive.json");
     const char *names [] = { "default eval (3 trials, 2 warm-up, 10 timed)", "check only (1 trial)" };
-    json_t *evals [] = { NULL, json_pack ("{s:i, s:b}", "trials", 1, "check_sizes_only", 1) };
+    json_t *evals [] = { NULL, json_pack ("{s:i, s:b}", "trials", 1, "check_only", 1) };
     for (int e = 0; e < 2; e++) {
         enum { N = 60 };
         double wall [N], prep [N], gpu [N], over [N];
@@ -243,7 +243,7 @@ s_repeat (void)
     worker_cuda_t *cuda = s_backend (cache, false);
     const char *cases [][2] = { { "gelu_f32", "optimised" }, { "softmax_f32", "optimised" },
                                 { "gemm_f16", "optimised" }, { "rmsnorm_f32", "naive" } };
-    json_t *eval = json_pack ("{s:i, s:i, s:i, s:f}", "trials", 1, "timed", 100, "warmup", 5, "timeout_s", 60.0);
+    json_t *eval = json_pack ("{s:i, s:i, s:i, s:f}", "trials", 1, "timed", 100, "warmup", 5, "timeout", 60.0);
     double worst = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases [0]; c++) {
         json_t *task = s_load (cases [c][0], "task.json");
@@ -307,7 +307,7 @@ s_relu (void)
         "    }\n"
         "}\n",
         "launches", "kernel", "relu", "grid", "min(cdiv(B*D,1024),132*16)", 1, 1, "block", 256, 1, 1);
-    json_t *eval = json_pack ("{s:i, s:i, s:i, s:f}", "trials", 5, "timed", 100, "warmup", 3, "timeout_s", 300.0);
+    json_t *eval = json_pack ("{s:i, s:i, s:i, s:f}", "trials", 5, "timed", 100, "warmup", 3, "timeout", 300.0);
     //  Cold: a new backend, empty cache (internal kernels and both programs compile).
     double t0 = cuda_now ();
     worker_cache_t *cache = s_cache ("relu");

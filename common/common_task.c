@@ -1099,12 +1099,13 @@ s_eval_parse (json_t *json, const char *path, common_eval_t *eval, char *err, si
 {
     static const char *const keys [] = {
         "seed", "trials", "warmup", "timed", "timeout", "compile_timeout",
-        "profile", "check_only", NULL
+        "profile", "check_only", "feedback_bytes", NULL
     };
     char sub [TASK_PATH_LEN];
     *eval = (common_eval_t) {
         .seed_given = false, .seed = 0, .trials = 3, .warmup = 2, .timed = 10,
-        .timeout_s = 10, .compile_timeout_s = 30, .profile = true, .check_sizes_only = false
+        .timeout_s = 10, .compile_timeout_s = 30, .profile = true, .check_sizes_only = false,
+        .feedback_bytes = 2048
     };
     if (!json || json_is_null (json))
         return 0;
@@ -1154,6 +1155,11 @@ s_eval_parse (json_t *json, const char *path, common_eval_t *eval, char *err, si
     if ((value = s_member (json, "check_only"))
     &&  s_bool (value, s_path (sub, path, "check_only"), &eval->check_sizes_only, err, errlen))
         return -1;
+    if ((value = s_member (json, "feedback_bytes"))) {
+        if (s_int_range (value, s_path (sub, path, "feedback_bytes"), 0, 65536, &v, err, errlen))
+            return -1;
+        eval->feedback_bytes = (uint32_t) v;
+    }
     return 0;
 }
 

@@ -109,6 +109,7 @@ typedef struct {
     double compile_timeout_s;   //  budget per compile (default 30)
     bool profile;               //  collect a profile (default true)
     bool check_sizes_only;      //  skip timing (default false: time when correct)
+    uint32_t feedback_bytes;    //  bound on the result's feedback text (default 2048, 0 = none)
 } common_eval_t;
 
 //  Reward parameters ("reward" of a job). Failure values must be <= 0 and

@@ -87,7 +87,7 @@ START_TEST (test_examples_get_expected_status)
     json_t *task = testutil_load_json (path);
     snprintf (path, sizeof path, "examples/cuda/%s/expected.json", dir);
     json_t *expected = testutil_load_json (path);
-    json_t *eval = json_pack ("{s:f}", "timeout_s", 4.0);
+    json_t *eval = json_pack ("{s:f}", "timeout", 4.0);
     worker_cuda_t *cuda = s_backend (false, 0);
     double naive_us = 0, best_us = 0;
     const char *key;
@@ -142,7 +142,7 @@ START_TEST (test_timing_repeats_agree)
                                 { "layernorm_f32", "naive" } };
     worker_cuda_t *cuda = s_backend (false, 0);
     json_t *eval = json_pack ("{s:i, s:i, s:i, s:f}", "trials", 1, "timed", 60, "warmup", 5,
-                              "timeout_s", 30.0);
+                              "timeout", 30.0);
     for (size_t c = 0; c < sizeof cases / sizeof cases [0]; c++) {
         char path [256];
         snprintf (path, sizeof path, "examples/cuda/%s/task.json", cases [c][0]);
@@ -240,7 +240,7 @@ START_TEST (test_gpu_inputs_match_host_generator)
                   cases [c].ctype, cases [c].ctype);
         json_t *cand = json_pack ("{s:s, s:[{s:s, s:[s,i,i], s:[i,i,i]}]}", "source", src,
                                   "launches", "kernel", "copy", "grid", "cdiv(N,256)", 1, 1, "block", 256, 1, 1);
-        json_t *eval = json_pack ("{s:i, s:b}", "trials", 1, "check_sizes_only", 1);
+        json_t *eval = json_pack ("{s:i, s:b}", "trials", 1, "check_only", 1);
         worker_outcome_t out;
         s_grade_json (cuda, task, cand, eval, seed, &out);
         ck_assert_msg (out.status == STATUS_INCORRECT, "%s: %s %s", cases [c].dtype,

@@ -8,6 +8,7 @@
 #include "worker_eval.h"
 #include "worker_cpu.h"
 #include "worker_reward.h"
+#include "worker_feedback.h"
 #include "worker_cache.h"
 #include "common_log.h"
 #include "kgym_config.h"
@@ -298,6 +299,11 @@ s_result (worker_eval_t *self, worker_job_t *wjob)
     json_object_set_new (result, "tag", wjob->tag? json_string (wjob->tag): json_null ());
     if (out->extra)
         json_object_update (result, out->extra);
+    //  Last, so it can read every other field.
+    size_t bytes = wjob->job? wjob->job->eval.feedback_bytes: WORKER_FEEDBACK_DEFAULT;
+    char *feedback = bytes? worker_feedback (result, wjob->job, bytes): NULL;
+    json_object_set_new (result, "feedback", json_string (feedback? feedback: ""));
+    free (feedback);
     return result;
 }
 
