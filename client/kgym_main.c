@@ -18,9 +18,7 @@
 #include "common_task.h"
 #include "common_log.h"
 #include "kgym_config.h"
-#if KGYM_HAVE_CUDA
 #include "kgym_compile.h"
-#endif
 #include <getopt.h>
 #include <sys/prctl.h>
 #include <stdio.h>
@@ -210,10 +208,8 @@ main (int argc, char **argv)
         return kgym_demo_main (argc - 1, argv + 1);
     if (streq (command, "cache"))
         return s_cache (argc - 1, argv + 1);
-#if KGYM_HAVE_CUDA
     if (streq (command, "compile"))
         return kgym_compile_main (argc - 1, argv + 1);
-#endif
     if (streq (command, "version") || streq (command, "--version")) {
         printf ("kgym %s\n", KGYM_VERSION);
         return 0;
