@@ -7,7 +7,9 @@
     as "BENCH name value unit" plus a short human line; nothing here calls
     CUDA itself.
 */
-#include "testutil.h"
+#include "kgym_config.h"
+#include "common_task.h"
+#include "worker_outcome.h"
 #include "worker_cuda.h"
 #include "worker_nvrtc.h"
 #include "worker_cache.h"
@@ -93,12 +95,20 @@ s_grade (worker_cuda_t *cuda, json_t *task, json_t *cand, json_t *eval, uint64_t
     return t2 - t0;
 }
 
+//  An example file (no libcheck here: its asserts only work inside tests).
 static json_t *
 s_load (const char *dir, const char *file)
 {
-    char path [256];
-    snprintf (path, sizeof path, "examples/cuda/%s/%s", dir, file);
-    return testutil_load_json (path);
+    const char *root = getenv ("KGYM_SOURCE_DIR");
+    char path [512];
+    snprintf (path, sizeof path, "%s/examples/cuda/%s/%s", root? root: KGYM_SOURCE_DIR, dir, file);
+    json_error_t jerr;
+    json_t *json = json_load_file (path, 0, &jerr);
+    if (!json) {
+        fprintf (stderr, "cannot load %s: %s\n", path, jerr.text);
+        exit (1);
+    }
+    return json;
 }
 
 static void
@@ -157,45 +167,52 @@ static void
 s_overhead (void)
 {
     worker_cache_t *cache = s_cache ("overhead");
-    worker_cuda_t *cuda = s_backend (cache, false);
     json_t *task = s_load ("gelu_f32", "task.json");
     json_object_set_new (task, "sizes", json_pack ("[{s:i}]", "N", 4096));
     json_object_set_new (task, "timing_size", json_integer (0));
     json_t *cand = s_load ("gelu_f32", "candidates/naive.json");
     const char *names [] = { "default eval (3 trials, 2 warm-up, 10 timed)", "check only (1 trial)" };
-    json_t *evals [] = { NULL, json_pack ("{s:i, s:b}", "trials", 1, "check_only", 1) };
-    for (int e = 0; e < 2; e++) {
-        enum { N = 60 };
-        double wall [N], prep [N], gpu [N], over [N];
-        worker_outcome_t out;
-        s_grade (cuda, task, cand, evals [e], 1, &out, NULL);        //  warm the cache and runner
-        worker_outcome_clear (&out);
-        for (int i = 0; i < N; i++) {
-            double p;
-            wall [i] = s_grade (cuda, task, cand, evals [e], (uint64_t) i + 2, &out, &p) * 1e3;
-            prep [i] = p * 1e3;
-            //  The kernels' own GPU time: every candidate and reference/baseline run.
-            uint32_t trials = e == 0? 3: 1, runs = e == 0? trials + 2 + 10 + 1: trials;
-            double k = (out.candidate.median_us + out.baseline.median_us) * 1e-3;
-            if (out.candidate.n == 0)
-                k = 0.006;       //  untimed: ~3 us per launch, two launches a trial
-            gpu [i] = k * runs;
-            over [i] = wall [i] - gpu [i];
-            if (out.status != STATUS_OK) {
-                fprintf (stderr, "overhead job: %s %s\n", worker_status_name (out.status), out.message);
-                exit (1);
-            }
+    for (int reload = 1; reload >= 0; reload--) {
+        //  worker_cuda reads KGYM_CUDA_RELOAD when it is created.
+        setenv ("KGYM_CUDA_RELOAD", reload? "1": "0", 1);
+        worker_cuda_t *cuda = s_backend (cache, false);
+        for (int e = 0; e < 2; e++) {
+            json_t *eval = e? json_pack ("{s:i, s:b}", "trials", 1, "check_only", 1): NULL;
+            enum { N = 60 };
+            double wall [N], prep [N], gpu [N], over [N];
+            worker_outcome_t out;
+            s_grade (cuda, task, cand, eval, 1, &out, NULL);        //  warm the cache and runner
             worker_outcome_clear (&out);
+            for (int i = 0; i < N; i++) {
+                double p;
+                wall [i] = s_grade (cuda, task, cand, eval, (uint64_t) i + 2, &out, &p) * 1e3;
+                prep [i] = p * 1e3;
+                //  The kernels' own GPU time: every candidate and reference run.
+                uint32_t runs = e == 0? 3 + 2 + 10 + 1: 1;
+                double k = (out.candidate.median_us + out.baseline.median_us) * 1e-3;
+                if (out.candidate.n == 0)
+                    k = 0.006;       //  untimed: ~3 us per launch, two launches a set
+                gpu [i] = k * runs;
+                over [i] = wall [i] - gpu [i];
+                if (out.status != STATUS_OK) {
+                    fprintf (stderr, "overhead job: %s %s\n", worker_status_name (out.status), out.message);
+                    exit (1);
+                }
+                worker_outcome_clear (&out);
+            }
+            printf ("per-job, %s, reload %s, warm runner + cached modules, N=4096 gelu: wall median "
+                    "%.2f ms (prepare %.3f ms), kernels' GPU time ~%.3f ms, overhead %.2f ms\n", names [e],
+                    reload? "on": "off", s_median (wall, N), s_median (prep, N), s_median (gpu, N),
+                    s_median (over, N));
+            printf ("BENCH overhead_%s_reload%d_ms %.2f\n", e == 0? "default": "checkonly", reload,
+                    s_median (over, N));
+            json_decref (eval);
         }
-        printf ("per-job, %s, warm runner + cached modules, N=4096 gelu: wall median %.2f ms "
-                "(prepare %.3f ms), kernels' GPU time ~%.3f ms, overhead %.2f ms\n", names [e],
-                s_median (wall, N), s_median (prep, N), s_median (gpu, N), s_median (over, N));
-        printf ("BENCH overhead_%s_ms %.2f\n", e == 0? "default": "checkonly", s_median (over, N));
-        json_decref (evals [e]);
+        worker_cuda_destroy (&cuda);
     }
+    unsetenv ("KGYM_CUDA_RELOAD");
     json_decref (task);
     json_decref (cand);
-    worker_cuda_destroy (&cuda);
     worker_cache_destroy (&cache);
 }
 
@@ -205,7 +222,14 @@ s_throughput (void)
     worker_cache_t *cache = s_cache ("throughput");
     worker_cuda_t *cuda = s_backend (cache, false);
     const char *cands [] = { "naive", "optimised" };
-    for (int round = 0; round < 2; round++) {
+    for (int round = 0; round < 3; round++) {
+        if (round == 2) {
+            //  The same, with trusted modules not reloaded after each candidate run.
+            worker_cuda_destroy (&cuda);
+            setenv ("KGYM_CUDA_RELOAD", "0", 1);
+            cuda = s_backend (cache, false);
+            unsetenv ("KGYM_CUDA_RELOAD");
+        }
         double t0 = cuda_now ();
         int jobs = 0;
         for (size_t t = 0; t < NTASKS; t++) {
@@ -227,10 +251,10 @@ s_throughput (void)
             json_decref (task);
         }
         double took = cuda_now () - t0;
-        printf ("throughput round %d (%s cache): %d jobs in %.2f s = %.1f jobs/s\n", round,
-                round? "warm": "cold", jobs, took, jobs / took);
-        if (round == 1)
-            printf ("BENCH jobs_per_s %.1f\n", jobs / took);
+        printf ("throughput round %d (%s cache, reload %s): %d jobs in %.2f s = %.1f jobs/s\n", round,
+                round? "warm": "cold", round == 2? "off": "on", jobs, took, jobs / took);
+        if (round >= 1)
+            printf ("BENCH jobs_per_s_reload%d %.1f\n", round == 1, jobs / took);
     }
     worker_cuda_destroy (&cuda);
     worker_cache_destroy (&cache);
@@ -242,7 +266,8 @@ s_repeat (void)
     worker_cache_t *cache = s_cache ("repeat");
     worker_cuda_t *cuda = s_backend (cache, false);
     const char *cases [][2] = { { "gelu_f32", "optimised" }, { "softmax_f32", "optimised" },
-                                { "gemm_f16", "optimised" }, { "rmsnorm_f32", "naive" } };
+                                { "gemm_f16", "optimised" }, { "transpose_f32", "optimised" },
+                                { "rmsnorm_f32", "naive" }, { "layernorm_f32", "naive" } };
     json_t *eval = json_pack ("{s:i, s:i, s:i, s:f}", "trials", 1, "timed", 100, "warmup", 5, "timeout", 60.0);
     double worst = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases [0]; c++) {

@@ -32,7 +32,12 @@ enum {
     F_NAME = 1 << 9,
     F_WORKER = 1 << 10,
     F_TAG = 1 << 11,
-    F_REASON = 1 << 12
+    F_REASON = 1 << 12,
+    F_CLIENT = 1 << 13,
+    F_RETRY = 1 << 14,
+    F_STATE = 1 << 15,
+    F_COUNT = 1 << 16,
+    F_PENDING = 1 << 17
 };
 
 typedef enum { T_U64, T_U32, T_REAL, T_STR } s_field_type_t;
@@ -61,6 +66,11 @@ static const s_field_t s_fields [] = {
     S_FIELD ("worker", F_WORKER, T_STR, name),
     S_FIELD ("tag", F_TAG, T_STR, tag),
     S_FIELD ("reason", F_REASON, T_STR, reason),
+    S_FIELD ("client", F_CLIENT, T_STR, client),
+    S_FIELD ("retry", F_RETRY, T_U32, retry),
+    S_FIELD ("state", F_STATE, T_STR, state),
+    S_FIELD ("count", F_COUNT, T_U32, count),
+    S_FIELD ("pending", F_PENDING, T_U32, pending),
 };
 #define S_NFIELDS (sizeof (s_fields) / sizeof (s_fields [0]))
 
@@ -74,22 +84,26 @@ typedef struct {
 
 static const s_command_t s_commands [] = {
     [0] = { "UNKNOWN", 0, 0, false },
-    [PROTO_READY] = { "READY", F_BACKEND | F_DEVICE | F_CAPACITY | F_NAME | F_PID,
+    [PROTO_READY] = { "READY", F_BACKEND | F_DEVICE | F_CAPACITY | F_NAME | F_PID | F_STATE,
                       F_BACKEND | F_DEVICE | F_CAPACITY | F_NAME, false },
-    [PROTO_HEARTBEAT] = { "HEARTBEAT", 0, 0, false },
+    [PROTO_HEARTBEAT] = { "HEARTBEAT", F_CLIENT | F_STATE, 0, false },
     [PROTO_DISCONNECT] = { "DISCONNECT", F_REASON, 0, false },
-    [PROTO_SUBMIT] = { "SUBMIT", F_REF | F_BACKEND | F_TAG, F_REF | F_BACKEND, true },
+    [PROTO_SUBMIT] = { "SUBMIT", F_REF | F_BACKEND | F_TAG | F_CLIENT | F_RETRY,
+                       F_REF | F_BACKEND, true },
     [PROTO_ACCEPTED] = { "ACCEPTED", F_REF | F_JOB, F_REF | F_JOB, false },
     [PROTO_JOB] = { "JOB", F_JOB | F_ATTEMPT, F_JOB | F_ATTEMPT, true },
     [PROTO_RESULT] = { "RESULT", F_JOB | F_ATTEMPT | F_REF | F_QUEUE_S | F_WORKER, F_JOB, true },
     [PROTO_ERROR] = { "ERROR", F_CODE | F_REASON | F_REF | F_JOB, F_CODE | F_REASON, false },
+    [PROTO_FETCH] = { "FETCH", F_REF | F_CLIENT | F_JOB | F_TAG, F_REF | F_CLIENT, false },
+    [PROTO_DONE] = { "DONE", F_REF | F_COUNT | F_PENDING, F_REF | F_COUNT, false },
+    [PROTO_DRAIN] = { "DRAIN", F_REF | F_NAME | F_REASON, 0, false },
 };
 #define S_NCOMMANDS (sizeof (s_commands) / sizeof (s_commands [0]))
 
 static bool
 s_command_valid (int cmd)
 {
-    return cmd >= PROTO_READY && cmd <= PROTO_ERROR;
+    return cmd >= PROTO_READY && cmd <= PROTO_CMD_MAX;
 }
 
 const char *
@@ -129,18 +143,28 @@ proto_msg_destroy (proto_msg_t **self_p)
     }
 }
 
+//  Empty every header field and set cmd; the frames are left alone.
+static void
+s_clear_fields (proto_msg_t *self, proto_cmd_t cmd)
+{
+    //  Only the first byte of each string needs clearing; zero the numbers.
+    self->cmd = cmd;
+    self->ref = self->job = 0;
+    self->attempt = self->capacity = self->code = self->pid = 0;
+    self->retry = self->count = self->pending = 0;
+    self->queue_s = 0;
+    self->backend [0] = self->device [0] = self->name [0] = 0;
+    self->tag [0] = self->reason [0] = 0;
+    self->client [0] = self->state [0] = 0;
+}
+
 void
 proto_msg_reset (proto_msg_t *self, proto_cmd_t cmd)
 {
     zframe_destroy (&self->routing_id);
     zframe_destroy (&self->body);
-    //  Only the first byte of each string needs clearing; zero the numbers.
-    self->cmd = cmd;
-    self->ref = self->job = 0;
-    self->attempt = self->capacity = self->code = self->pid = 0;
-    self->queue_s = 0;
-    self->backend [0] = self->device [0] = self->name [0] = 0;
-    self->tag [0] = self->reason [0] = 0;
+    s_clear_fields (self, cmd);
+    self->user_id [0] = 0;
 }
 
 void
@@ -302,6 +326,60 @@ s_drain (void *handle)
 }
 
 int
+proto_msg_decode (proto_msg_t *self, const void *frame0, size_t frame0_size,
+                  const void *header, size_t header_size)
+{
+    assert (self);
+    s_clear_fields (self, 0);
+    int rc = 0;
+    const uint8_t *sig = (const uint8_t *) frame0;
+    if (!sig || frame0_size != PROTO_FRAME0_SIZE || memcmp (sig, PROTO_SIGNATURE, 4) != 0) {
+        rc = s_malformed (self, PROTO_ERR_MALFORMED, "bad signature (expected KGYM)");
+        goto done;
+    }
+    if (sig [4] != PROTO_VERSION) {
+        char why [64];
+        snprintf (why, sizeof (why), "protocol version %u not supported (speaks %d)",
+                  sig [4], PROTO_VERSION);
+        rc = s_malformed (self, PROTO_ERR_MALFORMED, why);
+        goto done;
+    }
+    if (!s_command_valid (sig [5])) {
+        char why [64];
+        snprintf (why, sizeof (why), "unknown command %u", sig [5]);
+        rc = s_malformed (self, PROTO_ERR_UNKNOWN_COMMAND, why);
+        goto done;
+    }
+    self->cmd = (proto_cmd_t) sig [5];
+    if (header_size > PROTO_MAX_HEADER) {
+        rc = s_malformed (self, PROTO_ERR_MALFORMED, "header frame too large");
+        goto done;
+    }
+    const s_command_t *command = &s_commands [self->cmd];
+    if (command->body && !self->body) {
+        rc = s_malformed (self, PROTO_ERR_MALFORMED, "missing body frame");
+        goto done;
+    }
+    if (!command->body && self->body) {
+        rc = s_malformed (self, PROTO_ERR_MALFORMED, "unexpected body frame");
+        goto done;
+    }
+    if (self->body && zframe_size (self->body) == 0) {
+        rc = s_malformed (self, PROTO_ERR_MALFORMED, "empty body frame");
+        goto done;
+    }
+    if (self->body && zframe_size (self->body) > PROTO_MAX_BODY) {
+        rc = s_malformed (self, PROTO_ERR_TOO_LARGE, "body frame too large");
+        goto done;
+    }
+    rc = s_decode_header (self, (const uint8_t *) header, header_size);
+done:
+    if (rc == -2)
+        zframe_destroy (&self->body);
+    return rc;
+}
+
+int
 proto_msg_recv (proto_msg_t *self, zsock_t *sock)
 {
     assert (self);
@@ -346,47 +424,14 @@ proto_msg_recv (proto_msg_t *self, zsock_t *sock)
         }
     }
     //  Every frame is in: now judge them.
-    const uint8_t *sig = (const uint8_t *) zmq_msg_data (&frame0);
-    if (zmq_msg_size (&frame0) != PROTO_FRAME0_SIZE || memcmp (sig, PROTO_SIGNATURE, 4) != 0) {
-        rc = s_malformed (self, PROTO_ERR_MALFORMED, "bad signature (expected KGYM)");
-        goto done;
-    }
-    if (sig [4] != PROTO_VERSION) {
-        char why [64];
-        snprintf (why, sizeof (why), "protocol version %u not supported (speaks %d)",
-                  sig [4], PROTO_VERSION);
-        rc = s_malformed (self, PROTO_ERR_MALFORMED, why);
-        goto done;
-    }
-    if (!s_command_valid (sig [5])) {
-        char why [64];
-        snprintf (why, sizeof (why), "unknown command %u", sig [5]);
-        rc = s_malformed (self, PROTO_ERR_UNKNOWN_COMMAND, why);
-        goto done;
-    }
-    self->cmd = (proto_cmd_t) sig [5];
-    if (zmq_msg_size (&header) > PROTO_MAX_HEADER) {
-        rc = s_malformed (self, PROTO_ERR_MALFORMED, "header frame too large");
-        goto done;
-    }
-    const s_command_t *command = &s_commands [self->cmd];
-    if (command->body && !self->body) {
-        rc = s_malformed (self, PROTO_ERR_MALFORMED, "missing body frame");
-        goto done;
-    }
-    if (!command->body && self->body) {
-        rc = s_malformed (self, PROTO_ERR_MALFORMED, "unexpected body frame");
-        goto done;
-    }
-    if (self->body && zframe_size (self->body) == 0) {
-        rc = s_malformed (self, PROTO_ERR_MALFORMED, "empty body frame");
-        goto done;
-    }
-    if (self->body && zframe_size (self->body) > PROTO_MAX_BODY) {
-        rc = s_malformed (self, PROTO_ERR_TOO_LARGE, "body frame too large");
-        goto done;
-    }
-    rc = s_decode_header (self, (const uint8_t *) zmq_msg_data (&header), zmq_msg_size (&header));
+    rc = proto_msg_decode (self, zmq_msg_data (&frame0), zmq_msg_size (&frame0),
+                           zmq_msg_data (&header), zmq_msg_size (&header));
+    //  The connection's authenticated identity (CURVE: the peer's public key
+    //  in Z85), as the ZAP handler approved it; every frame from the wire
+    //  carries it, none does when no ZAP handler ran.
+    const char *user_id = zmq_msg_gets (&frame0, "User-Id");
+    if (user_id)
+        snprintf (self->user_id, sizeof (self->user_id), "%s", user_id);
 done:
     zmq_msg_close (&frame0);
     zmq_msg_close (&header);
@@ -450,16 +495,22 @@ s_encode_header (proto_msg_t *self, s_header_buf_t *hb)
     msgpack_packer_init (&pk, hb, s_header_write);
     switch (self->cmd) {
         case PROTO_READY:
-            msgpack_pack_map (&pk, self->pid? 5: 4);
+            msgpack_pack_map (&pk, 4 + (self->pid? 1: 0) + (self->state [0]? 1: 0));
             s_pack_str (&pk, "backend", self->backend);
             s_pack_str (&pk, "device", self->device);
             s_pack_uint (&pk, "capacity", self->capacity);
             s_pack_str (&pk, "name", self->name);
             if (self->pid)
                 s_pack_uint (&pk, "pid", self->pid);
+            if (self->state [0])
+                s_pack_str (&pk, "state", self->state);
             break;
         case PROTO_HEARTBEAT:
-            msgpack_pack_map (&pk, 0);
+            msgpack_pack_map (&pk, (self->client [0]? 1: 0) + (self->state [0]? 1: 0));
+            if (self->client [0])
+                s_pack_str (&pk, "client", self->client);
+            if (self->state [0])
+                s_pack_str (&pk, "state", self->state);
             break;
         case PROTO_DISCONNECT:
             msgpack_pack_map (&pk, self->reason [0]? 1: 0);
@@ -467,11 +518,16 @@ s_encode_header (proto_msg_t *self, s_header_buf_t *hb)
                 s_pack_str (&pk, "reason", self->reason);
             break;
         case PROTO_SUBMIT:
-            msgpack_pack_map (&pk, self->tag [0]? 3: 2);
+            msgpack_pack_map (&pk, 2 + (self->tag [0]? 1: 0) + (self->client [0]? 1: 0)
+                                   + (self->retry? 1: 0));
             s_pack_uint (&pk, "ref", self->ref);
             s_pack_str (&pk, "backend", self->backend);
             if (self->tag [0])
                 s_pack_str (&pk, "tag", self->tag);
+            if (self->client [0])
+                s_pack_str (&pk, "client", self->client);
+            if (self->retry)
+                s_pack_uint (&pk, "retry", self->retry);
             break;
         case PROTO_ACCEPTED:
             msgpack_pack_map (&pk, 2);
@@ -503,6 +559,31 @@ s_encode_header (proto_msg_t *self, s_header_buf_t *hb)
                 s_pack_uint (&pk, "ref", self->ref);
             if (self->job)
                 s_pack_uint (&pk, "job", self->job);
+            break;
+        case PROTO_FETCH:
+            msgpack_pack_map (&pk, 2 + (self->job? 1: 0) + (self->tag [0]? 1: 0));
+            s_pack_uint (&pk, "ref", self->ref);
+            s_pack_str (&pk, "client", self->client);
+            if (self->job)
+                s_pack_uint (&pk, "job", self->job);
+            if (self->tag [0])
+                s_pack_str (&pk, "tag", self->tag);
+            break;
+        case PROTO_DONE:
+            msgpack_pack_map (&pk, 3);
+            s_pack_uint (&pk, "ref", self->ref);
+            s_pack_uint (&pk, "count", self->count);
+            s_pack_uint (&pk, "pending", self->pending);
+            break;
+        case PROTO_DRAIN:
+            msgpack_pack_map (&pk, (self->ref? 1: 0) + (self->name [0]? 1: 0)
+                                   + (self->reason [0]? 1: 0));
+            if (self->ref)
+                s_pack_uint (&pk, "ref", self->ref);
+            if (self->name [0])
+                s_pack_str (&pk, "name", self->name);
+            if (self->reason [0])
+                s_pack_str (&pk, "reason", self->reason);
             break;
         default:
             return -1;

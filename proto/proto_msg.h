@@ -11,15 +11,22 @@
 
     Commands and their header fields (all integers unsigned):
         READY      W->B  backend(str) device(str) capacity(int) name(str) [pid(int)]
-        HEARTBEAT  any   -
+                         [state(str)]
+        HEARTBEAT  any   [client(str)] (C->B) [state(str)] (W->B)
         DISCONNECT any   [reason(str)]
-        SUBMIT     C->B  ref(int) backend(str) [tag(str)]                 body: job
+        SUBMIT     C->B  ref(int) backend(str) [tag(str)] [client(str)] [retry(int)]
+                                                                          body: job
         ACCEPTED   B->C  ref(int) job(int)
         JOB        B->W  job(int) attempt(int)                            body: job
         RESULT     W->B  job(int) attempt(int)                            body: result
         RESULT     B->C  job(int) ref(int) [queue_s(real)] [worker(str)]   body: result
                    (one shape both ways: job required; attempt, ref sent always)
         ERROR      B->any code(int) reason(str) [ref(int)] [job(int)]
+        FETCH      C->B  ref(int) client(str) [job(int)] [tag(str)]
+        DONE       B->C  ref(int) count(int) [pending(int)]
+        DRAIN      C->B  ref(int) name(str);  B->W  [reason(str)]
+    The ZAP User-Id of the connection (CURVE: the peer's public key in Z85)
+    is read into user_id on receive.
 */
 #ifndef PROTO_MSG_H
 #define PROTO_MSG_H
@@ -41,15 +48,21 @@ typedef enum {
     PROTO_ACCEPTED = 5,
     PROTO_JOB = 6,
     PROTO_RESULT = 7,
-    PROTO_ERROR = 8
+    PROTO_ERROR = 8,
+    PROTO_FETCH = 9,
+    PROTO_DONE = 10,
+    PROTO_DRAIN = 11
 } proto_cmd_t;
+
+#define PROTO_CMD_MAX PROTO_DRAIN   //  highest command number
+#define PROTO_KEY_Z85 40            //  chars of a CURVE public key in Z85
 
 //  Error codes carried by ERROR (and used as result "invalid" reasons).
 typedef enum {
     PROTO_ERR_MALFORMED = 400,      //  could not decode the message
     PROTO_ERR_UNKNOWN_COMMAND = 401,
     PROTO_ERR_TOO_LARGE = 413,
-    PROTO_ERR_NO_BACKEND = 404,     //  no worker of that backend has connected
+    PROTO_ERR_NOT_FOUND = 404,      //  DRAIN: no worker of that name
     PROTO_ERR_OVERLOADED = 429,     //  queue or client limit reached
     PROTO_ERR_UNKNOWN_PEER = 440,   //  worker not registered: send READY again
     PROTO_ERR_INTERNAL = 500
@@ -65,12 +78,18 @@ typedef struct {
     uint32_t capacity;              //  READY: concurrent jobs the worker takes
     uint32_t code;                  //  ERROR: proto_err_t
     uint32_t pid;                   //  READY: worker process id
+    uint32_t retry;                 //  SUBMIT: 1 = a resend of ref (may be accepted already)
+    uint32_t count;                 //  DONE: results sent / workers told
+    uint32_t pending;               //  DONE: matching jobs not finished yet
     double queue_s;                 //  RESULT to client: seconds queued
     char backend[PROTO_MAX_STR];    //  READY, SUBMIT
     char device[PROTO_MAX_STR];     //  READY
-    char name[PROTO_MAX_STR];       //  READY: worker name; RESULT to client: worker
-    char tag[PROTO_MAX_STR];        //  SUBMIT
-    char reason[PROTO_MAX_STR];     //  ERROR, DISCONNECT
+    char name[PROTO_MAX_STR];       //  READY: worker name; RESULT to client: worker; DRAIN
+    char tag[PROTO_MAX_STR];        //  SUBMIT, FETCH
+    char reason[PROTO_MAX_STR];     //  ERROR, DISCONNECT, DRAIN
+    char client[PROTO_MAX_STR];     //  SUBMIT, FETCH, HEARTBEAT: the client's stable id
+    char state[PROTO_MAX_STR];      //  READY, HEARTBEAT from a worker: its state
+    char user_id[PROTO_KEY_Z85 + 1];//  received: ZAP User-Id of the connection ("" = none)
     zframe_t *body;                 //  job or result (owned), or NULL
 } proto_msg_t;
 
@@ -84,6 +103,15 @@ void proto_msg_destroy (proto_msg_t **self_p);
 //  self->reason says why, and self->cmd is the command byte when it was a
 //  known one (else 0). Always consumes every frame of the message.
 int proto_msg_recv (proto_msg_t *self, zsock_t *sock);
+
+//  Judge a message's frames once every one is in: what recv does after
+//  reading them, without a socket (tests and fuzz/ call it directly).
+//  frame0 and header are the bytes of frames 0 and 1; a body frame, when
+//  one came, must already be in self->body (set_body). Clears every header
+//  field first and keeps the routing id. Returns 0, or -2 when malformed
+//  with code, reason and cmd as recv sets them (the body is then destroyed).
+int proto_msg_decode (proto_msg_t *self, const void *frame0, size_t frame0_size,
+                      const void *header, size_t header_size);
 
 //  Send; prepends routing_id when set. The body is sent and kept (a
 //  zmq_msg_copy is sent, which shares the bytes), so a message can be

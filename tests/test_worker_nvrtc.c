@@ -1,6 +1,6 @@
 /*  test_worker_nvrtc - NVRTC compiles, their cache and `kgym compile`.
 
-    No GPU needed: NVRTC runs in kgym-cuda-runner --compile, which never
+    No GPU needed: NVRTC runs in kgym-nvrtc, which links no libcuda and never
     touches the driver. Runs in CI.
 */
 #include "testutil.h"
@@ -59,6 +59,11 @@ START_TEST (test_options_allow_list)
                        "option '%s' was expected to be refused", bad [i]);
         ck_assert_msg (strstr (err, "not allowed") != NULL, "reason names the rule: %s", err);
     }
+    //  The worker reads NVRTC's version without linking it (dlopen).
+    const char *version = worker_nvrtc_version ();
+    int major = 0, minor = -1;
+    ck_assert_msg (sscanf (version, "%d.%d", &major, &minor) == 2 && major >= 11,
+                   "nvrtcVersion through dlopen: '%s'", version);
     ck_assert_int_eq (worker_nvrtc_check_arch ("sm_90"), 0);
     ck_assert_int_eq (worker_nvrtc_check_arch ("sm_90a"), 0);
     ck_assert_int_eq (worker_nvrtc_check_arch ("sm_100"), 0);
@@ -246,6 +251,10 @@ START_TEST (test_internal_kernels_compile)
     int rc = worker_nvrtc_compile (NULL, "cuda", "kgym_internal.cu", src, (char *const *) cuda_kernels_options,
                                    n, "sm_90", 120, &res, err, sizeof err);
     ck_assert_msg (rc == NVRTC_OK, "internal kernels: %d %s\n%s", rc, err, res.log? res.log: "");
+    worker_nvrtc_result_free (&res);
+    rc = worker_nvrtc_compile (NULL, "cuda", "kgym_selftest.cu", cuda_kernels_selftest_source, NULL, 0,
+                               "sm_90", 60, &res, err, sizeof err);
+    ck_assert_msg (rc == NVRTC_OK, "self-test probe: %d %s\n%s", rc, err, res.log? res.log: "");
     worker_nvrtc_result_free (&res);
 }
 END_TEST

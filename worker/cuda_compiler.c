@@ -11,10 +11,79 @@
 #include <nvrtc.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define CAPS_LEN 1024
+
+//  Keep the first WORKER_NVRTC_MAX_LOG bytes of a log.
+static void
+s_trim_log (char *log)
+{
+    if (log && strlen (log) > WORKER_NVRTC_MAX_LOG)
+        strcpy (log + WORKER_NVRTC_MAX_LOG - 16, "\n[truncated]\n");
+}
+
+//  One NVRTC compile. name is the virtual file name in messages.
+//  0 ok, 1 compile error (*log), -1 internal (err).
+static int
+s_compile (const char *name, const char *source, char *const *norm, size_t nnorm, const char *arch,
+           uint8_t **cubin, size_t *size, char **log, char *err, size_t errlen)
+{
+    *cubin = NULL;
+    *size = 0;
+    *log = NULL;
+    const char *opts [80];
+    char storage [2048];
+    size_t nopts = worker_nvrtc_flags (arch, norm, nnorm, opts, 80, storage, sizeof storage);
+    if (nopts == 0) {
+        snprintf (err, errlen, "compiler flags do not fit");
+        return -1;
+    }
+
+    nvrtcProgram prog;
+    nvrtcResult rc = nvrtcCreateProgram (&prog, source, name, 0, NULL, NULL);
+    if (rc != NVRTC_SUCCESS) {
+        snprintf (err, errlen, "nvrtcCreateProgram: %s", nvrtcGetErrorString (rc));
+        return -1;
+    }
+    nvrtcResult compiled = nvrtcCompileProgram (prog, (int) nopts, opts);
+    size_t log_size = 0;
+    if (nvrtcGetProgramLogSize (prog, &log_size) != NVRTC_SUCCESS)
+        log_size = 1;
+    *log = calloc (1, log_size + 1);
+    if (*log && log_size > 1)
+        nvrtcGetProgramLog (prog, *log);
+    s_trim_log (*log);
+    if (compiled == NVRTC_ERROR_COMPILATION) {
+        nvrtcDestroyProgram (&prog);
+        return 1;
+    }
+    if (compiled != NVRTC_SUCCESS) {
+        snprintf (err, errlen, "nvrtcCompileProgram: %s", nvrtcGetErrorString (compiled));
+        nvrtcDestroyProgram (&prog);
+        return -1;
+    }
+    size_t n = 0;
+    if (nvrtcGetCUBINSize (prog, &n) != NVRTC_SUCCESS || n == 0) {
+        snprintf (err, errlen, "NVRTC produced no cubin for %s", arch);
+        nvrtcDestroyProgram (&prog);
+        return -1;
+    }
+    *cubin = malloc (n);
+    if (!*cubin || nvrtcGetCUBIN (prog, (char *) *cubin) != NVRTC_SUCCESS) {
+        free (*cubin);
+        *cubin = NULL;
+        snprintf (err, errlen, "nvrtcGetCUBIN failed");
+        nvrtcDestroyProgram (&prog);
+        return -1;
+    }
+    *size = n;
+    nvrtcDestroyProgram (&prog);
+    return 0;
+}
+
 
 
 //  Directory holding a loaded library (for NVRTC's builtins), or "".
@@ -104,7 +173,7 @@ cuda_compiler_run (int fd, uint32_t cpu_limit, bool confine)
             ok &= opts_v [i] != NULL;
         }
         char *log = NULL;
-        int rc = ok? worker_nvrtc_compile_here (name, (const char *) msg.part [1], opts_v, nopts,
+        int rc = ok? s_compile (name, (const char *) msg.part [1], opts_v, nopts,
                                                 arch, &cubin, &size, &log, err, sizeof err): -1;
         if (rc == 0)
             reply = json_pack ("{s:s, s:s}", "status", "ok", "log", log? log: "");

@@ -5,7 +5,7 @@
     nobody, no exec or fork, no file writes, a Landlock read-only view of
     the toolkit, NVRTC's own directory and the system libraries (so an
     #include of a host file fails), RLIMIT_AS 8 GiB and RLIMIT_CPU. Then it
-    reads one COMPILE message (cuda_msg), runs worker_nvrtc_compile_here,
+    reads one COMPILE message (cuda_msg), runs NVRTC with worker_nvrtc_flags,
     answers COMPILED {status, log | error} + cubin, and exits. It links
     NVRTC only, never libcuda, so it runs on machines without a GPU driver.
     The parent kills its process group after the compile timeout.

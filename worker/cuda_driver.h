@@ -26,8 +26,8 @@
     X (cuModuleLoadData) X (cuModuleLoadDataEx) X (cuModuleGetFunction) X (cuModuleUnload) \
     X (cuFuncGetAttribute) X (cuFuncSetAttribute) X (cuLaunchKernel) X (cuEventRecord) \
     X (cuEventElapsedTime) X (cuStreamSynchronize) X (cuMemcpyDtoH) X (cuMemcpyDtoHAsync) \
-    X (cuMemcpyPeer) X (cuMemcpyPeerAsync) X (cuMemsetD8Async) X (cuMemsetD16Async) \
-    X (cuMemsetD32Async) X (cuMemsetD32) X (cuGetErrorName) X (cuFuncGetParamInfo)
+    X (cuMemcpyHtoD) X (cuMemsetD8Async) X (cuMemsetD16Async) X (cuMemsetD32Async) \
+    X (cuGetErrorName) X (cuFuncGetParamInfo)
 
 #define CUDA_DRIVER_MEMBER(f) __typeof__ (f) *f;
 
@@ -76,12 +76,10 @@ int cuda_driver_has_param_info (void);
 #define cuStreamSynchronize     cuda_driver.cuStreamSynchronize
 #define cuMemcpyDtoH_v2         cuda_driver.cuMemcpyDtoH_v2
 #define cuMemcpyDtoHAsync_v2    cuda_driver.cuMemcpyDtoHAsync_v2
-#define cuMemcpyPeer            cuda_driver.cuMemcpyPeer
-#define cuMemcpyPeerAsync       cuda_driver.cuMemcpyPeerAsync
+#define cuMemcpyHtoD_v2         cuda_driver.cuMemcpyHtoD_v2
 #define cuMemsetD8Async         cuda_driver.cuMemsetD8Async
 #define cuMemsetD16Async        cuda_driver.cuMemsetD16Async
 #define cuMemsetD32Async        cuda_driver.cuMemsetD32Async
-#define cuMemsetD32_v2          cuda_driver.cuMemsetD32_v2
 #define cuGetErrorName          cuda_driver.cuGetErrorName
 #define cuFuncGetParamInfo      cuda_driver.cuFuncGetParamInfo
 #endif

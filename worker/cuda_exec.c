@@ -1,9 +1,21 @@
 /*  cuda_exec - runs one plan on the GPU: generate, check, time (runner side).
 
-    The only file besides cuda_runner.c that calls the CUDA driver. Every
-    call is checked; who is to blame for a failure (candidate, task, us)
-    decides the status, and any failure in the candidate's context ends the
-    runner after it answers.
+    The only file that calls the CUDA driver (through cuda_driver's table).
+    Every call is checked; who is to blame for a failure (candidate, task,
+    us) decides the status, and any failure while candidate code may have
+    run ends the runner after it answers.
+
+    One context. A kernel can reach all device memory of its process (two
+    contexts of one process share the GPU address space: measured on the
+    H200, see docs/cuda.md), so the order of work is what keeps answers
+    away from the candidate: for every input set the candidate runs first,
+    on inputs we generated; only after it has finished are the reference's
+    inputs generated again from the seed and its expected outputs computed;
+    the comparison runs, and the expected outputs are scrubbed before the
+    candidate runs again. With reload on (the default), every trusted
+    module (our generator/compare kernels, the reference, the baseline) is
+    loaded afresh after each candidate run, so device code the candidate
+    may have overwritten is never executed.
 */
 #include "cuda_exec.h"
 #define CUDA_DRIVER_REDIRECT
@@ -14,7 +26,6 @@
 #include "common_init.h"
 #include "common_philox.h"
 #include "worker_outcome.h"
-#include <cuda.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,18 +35,16 @@
 #define MAX_ARGS        CUDA_PLAN_MAX_ARGS
 #define MAX_CALLARGS    CUDA_PLAN_MAX_CALLARGS
 #define MAX_LAUNCHES    CUDA_PLAN_MAX_LAUNCHES
-#define REF_CACHE       16                  //  reference/baseline modules kept loaded
-#define POOL_BLOCKS     256                 //  free device blocks kept per context
+#define POOL_BLOCKS     256                 //  free device blocks kept
 #define MAX_STATIC      (1ull << 30)        //  candidate module's own device memory
 #define WINDOW          64                  //  elements fetched to describe a mismatch
 #define PRINTF_FIFO     (64u << 10)
 #define THREADS         256
-#define TRIAL_WARMUP    0x180000u           //  trial ids of generated sets beyond the
-#define TRIAL_TIMED     0x100000u           //  correctness trials (< TASK_MAX_TRIALS)
+#define TRIAL_TIMED     0x100000u           //  trial ids of generated sets beyond the
+#define TRIAL_WARMUP    0x180000u           //  correctness trials (< TASK_MAX_TRIALS)
 #define TRIAL_FINAL     0x200000u
 
 typedef enum { WHO_CANDIDATE, WHO_TASK, WHO_US } who_t;
-typedef enum { CTX_CHECK = 0, CTX_CAND = 1 } ctx_id_t;
 
 //  A device block free for reuse, already scrubbed.
 typedef struct {
@@ -43,57 +52,62 @@ typedef struct {
     size_t bytes;               //  size
 } block_t;
 
-//  Freed blocks of one context.
+//  Freed blocks.
 typedef struct {
     block_t blocks [POOL_BLOCKS];   //  free blocks
     size_t n;                       //  entries used
     uint64_t bytes;                 //  their total
 } pool_t;
 
-//  A loaded reference or baseline module, by cache key.
+//  Our kernels in one loaded copy of the internal module.
 typedef struct {
-    char key [65];              //  cache key ("" = slot unused)
-    CUmodule module;            //  loaded in the check context
-    uint64_t used;              //  LRU stamp
-} ref_slot_t;
+    CUmodule module;            //  loaded copy
+    CUfunction fill, poison_int, compare, check_gen;
+} kernels_t;
 
 struct cuda_exec_t {
     cuda_exec_device_t dev;     //  facts
     CUdevice device;            //  handle
-    bool have_ctx;              //  contexts exist
-    CUcontext ctx [2];          //  check (primary), candidate
-    CUstream stream [2];        //  one per context
-    CUevent ev [2][2];          //  start/stop per context
-    CUmodule internal;          //  our kernels (check context)
-    uint8_t *image;             //  its cubin (kept for the self-test)
-    CUfunction k_fill, k_poison_int, k_compare, k_check_gen;
-    CUdeviceptr flush [2];      //  2 x L2 per context
-    size_t flush_bytes;         //  each
+    bool have_ctx;              //  context exists
+    CUcontext ctx;              //  primary context
+    CUstream stream;            //  all our work
+    CUevent ev [2];             //  start/stop of a timed run
+    uint8_t *image;             //  internal module cubin (reloaded from here)
+    size_t image_size;          //  its bytes
+    kernels_t internal;         //  copy loaded at init (used when reload is off)
+    CUdeviceptr flush;          //  2 x L2
+    size_t flush_bytes;         //  its size
     uint32_t flush_value;       //  changes every flush
-    pool_t pool [2];            //  per context
-    uint64_t pool_keep;         //  bytes kept pooled per context at most
-    ref_slot_t refs [REF_CACHE];//  loaded reference/baseline modules
-    uint64_t stamp;             //  LRU clock
+    pool_t pool;                //  scrubbed free blocks
+    uint64_t pool_keep;         //  bytes kept pooled at most
 };
+
+//  Trusted device code of a job: our kernels, reference, baseline.
+typedef struct {
+    kernels_t k;                //  our kernels
+    bool own_k;                 //  k was loaded for the job (unload it)
+    CUmodule mod [CUDA_PLAN_PROGS];     //  reference, baseline ([0] unused)
+    CUfunction *fn [CUDA_PLAN_PROGS];   //  [size * MAX_LAUNCHES + launch]; [0] unused
+} trusted_t;
 
 //  State of one job.
 typedef struct {
     cuda_exec_t *ex;            //  owner
     const cuda_plan_t *plan;    //  the plan
-    CUmodule mod [CUDA_PLAN_PROGS];     //  loaded programs (candidate's is ours to unload)
-    bool mod_cached [CUDA_PLAN_PROGS];  //  module belongs to refs[]
-    //  functions of every launch of every size, per program
-    CUfunction *fn [CUDA_PLAN_PROGS];   //  [size * MAX_LAUNCHES + launch]
+    const uint8_t *images [CUDA_PLAN_PROGS];    //  from the JOB message
+    CUmodule cand_mod;          //  candidate's module (loaded once for the job)
+    CUfunction *cand_fn;        //  [size * MAX_LAUNCHES + launch]
+    trusted_t trusted;          //  current trusted copies
+    bool fresh;                 //  trusted was loaded after the last candidate run
     //  device buffers (max bytes over sizes)
-    CUdeviceptr in [MAX_ARGS];  //  check: inputs and inout (reference works in place)
-    CUdeviceptr out [MAX_ARGS]; //  check: reference outputs (expected)
-    CUdeviceptr base [MAX_ARGS];//  check: baseline's inout and outputs
     CUdeviceptr cand [MAX_ARGS];//  candidate: every tensor
-    CUdeviceptr ws [CUDA_PLAN_PROGS];   //  workspaces (candidate's in its context)
-    CUdeviceptr scratch;        //  check: a candidate buffer copied over
-    CUdeviceptr slots;          //  check: cuda_kernels_check_t per check
+    CUdeviceptr rin [MAX_ARGS]; //  reference: inputs and inout (in place)
+    CUdeviceptr rout [MAX_ARGS];//  reference: outputs (expected)
+    CUdeviceptr base [MAX_ARGS];//  baseline: inout and outputs
+    CUdeviceptr ws [CUDA_PLAN_PROGS];   //  workspaces
+    CUdeviceptr slots;          //  cuda_kernels_check_t per check
     uint32_t nslots;            //  capacity
-    size_t bytes [2][MAX_ARGS * 3 + 8]; //  allocation sizes, for release
+    size_t bytes [MAX_ARGS * 4 + 8];    //  allocation sizes, for release
     //  verdict
     worker_status_t status;     //  ok until something fails
     char message [512];         //  why
@@ -105,6 +119,7 @@ typedef struct {
     double *samples [2];        //  candidate, baseline (us)
     uint32_t nsamples;          //  entries in each
     uint64_t static_bytes;      //  candidate module's device memory
+    uint32_t reloads;           //  trusted reloads done
 } job_t;
 
 static void
@@ -127,7 +142,7 @@ s_cu_name (CUresult rc)
     return name;
 }
 
-//  Record a failure once (the first one wins) and say who caused it.
+//  Record a failure once (the first one wins).
 static void
 s_fail (job_t *job, worker_status_t status, bool fatal, const char *fmt, ...)
     __attribute__ ((format (printf, 4, 5)));
@@ -146,9 +161,8 @@ s_fail (job_t *job, worker_status_t status, bool fatal, const char *fmt, ...)
     va_end (args);
 }
 
-//  A CUDA failure: runtime_error for the candidate, invalid for the
-//  task's programs, internal_error for us. Always fatal: we do not know
-//  whether the error is sticky.
+//  A CUDA failure: runtime_error for the candidate, invalid for the task's
+//  programs, internal_error for us. Always fatal: it may be sticky.
 static int
 s_cuda_fail (job_t *job, who_t who, CUresult rc, const char *what)
 {
@@ -254,24 +268,22 @@ cuda_exec_device_json (const cuda_exec_device_t *d)
         "bus_id", d->bus_id, "driver", d->driver);
 }
 
+//  Load a copy of the internal module and look its kernels up.
 static CUresult
-s_use (cuda_exec_t *self, ctx_id_t ctx)
+s_kernels_load (const uint8_t *image, kernels_t *k)
 {
-    return cuCtxSetCurrent (self->ctx [ctx]);
-}
-
-//  Launch one of our kernels on the check stream over n items.
-static CUresult
-s_internal (cuda_exec_t *self, CUfunction fn, uint64_t n, void **params)
-{
-    uint64_t blocks = (n + THREADS - 1) / THREADS;
-    uint64_t cap = (uint64_t) self->dev.sm_count * 16;
-    if (blocks > cap)
-        blocks = cap;
-    if (blocks < 1)
-        blocks = 1;
-    return cuLaunchKernel (fn, (unsigned) blocks, 1, 1, THREADS, 1, 1, 0,
-                           self->stream [CTX_CHECK], params, NULL);
+    memset (k, 0, sizeof *k);
+    CUresult rc;
+    if ((rc = cuModuleLoadData (&k->module, image)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cuModuleGetFunction (&k->fill, k->module, "kgym_fill")) != CUDA_SUCCESS
+    ||  (rc = cuModuleGetFunction (&k->poison_int, k->module, "kgym_poison_int")) != CUDA_SUCCESS
+    ||  (rc = cuModuleGetFunction (&k->compare, k->module, "kgym_compare")) != CUDA_SUCCESS
+    ||  (rc = cuModuleGetFunction (&k->check_gen, k->module, "kgym_check_gen")) != CUDA_SUCCESS) {
+        cuModuleUnload (k->module);
+        memset (k, 0, sizeof *k);
+    }
+    return rc;
 }
 
 int
@@ -287,39 +299,31 @@ cuda_exec_init (cuda_exec_t *self, const uint8_t *image, size_t size, char *err,
         return -1;
     }
     memcpy (self->image, image, size);
+    self->image_size = size;
     CUresult rc;
     const char *step = "cuDevicePrimaryCtxRetain";
-    if ((rc = cuDevicePrimaryCtxRetain (&self->ctx [CTX_CHECK], self->device)) != CUDA_SUCCESS)
+    if ((rc = cuDevicePrimaryCtxRetain (&self->ctx, self->device)) != CUDA_SUCCESS)
         goto fail;
-    step = "cuCtxCreate";
-    if ((rc = cuCtxCreate (&self->ctx [CTX_CAND], NULL, 0, self->device)) != CUDA_SUCCESS)
+    step = "cuCtxSetCurrent";
+    if ((rc = cuCtxSetCurrent (self->ctx)) != CUDA_SUCCESS)
         goto fail;
     self->have_ctx = true;
-    //  Limits of the candidate's context must be set before its first launch.
+    //  The device heap and printf FIFO must be sized before the first launch.
     step = "cuCtxSetLimit";
-    if ((rc = s_use (self, CTX_CAND)) != CUDA_SUCCESS
-    ||  (rc = cuCtxSetLimit (CU_LIMIT_PRINTF_FIFO_SIZE, PRINTF_FIFO)) != CUDA_SUCCESS
+    if ((rc = cuCtxSetLimit (CU_LIMIT_PRINTF_FIFO_SIZE, PRINTF_FIFO)) != CUDA_SUCCESS
     ||  (rc = cuCtxSetLimit (CU_LIMIT_MALLOC_HEAP_SIZE, 64u << 20)) != CUDA_SUCCESS)
         goto fail;
     self->flush_bytes = self->dev.l2_bytes * 2;
     if (self->flush_bytes < (8u << 20))
         self->flush_bytes = 8u << 20;
-    for (int c = 0; c < 2; c++) {
-        step = "stream/event/flush buffer";
-        if ((rc = s_use (self, (ctx_id_t) c)) != CUDA_SUCCESS
-        ||  (rc = cuStreamCreate (&self->stream [c], CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS
-        ||  (rc = cuEventCreate (&self->ev [c][0], CU_EVENT_DEFAULT)) != CUDA_SUCCESS
-        ||  (rc = cuEventCreate (&self->ev [c][1], CU_EVENT_DEFAULT)) != CUDA_SUCCESS
-        ||  (rc = cuMemAlloc (&self->flush [c], self->flush_bytes)) != CUDA_SUCCESS)
-            goto fail;
-    }
+    step = "stream/event/flush buffer";
+    if ((rc = cuStreamCreate (&self->stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS
+    ||  (rc = cuEventCreate (&self->ev [0], CU_EVENT_DEFAULT)) != CUDA_SUCCESS
+    ||  (rc = cuEventCreate (&self->ev [1], CU_EVENT_DEFAULT)) != CUDA_SUCCESS
+    ||  (rc = cuMemAlloc (&self->flush, self->flush_bytes)) != CUDA_SUCCESS)
+        goto fail;
     step = "internal module";
-    if ((rc = s_use (self, CTX_CHECK)) != CUDA_SUCCESS
-    ||  (rc = cuModuleLoadData (&self->internal, image)) != CUDA_SUCCESS
-    ||  (rc = cuModuleGetFunction (&self->k_fill, self->internal, "kgym_fill")) != CUDA_SUCCESS
-    ||  (rc = cuModuleGetFunction (&self->k_poison_int, self->internal, "kgym_poison_int")) != CUDA_SUCCESS
-    ||  (rc = cuModuleGetFunction (&self->k_compare, self->internal, "kgym_compare")) != CUDA_SUCCESS
-    ||  (rc = cuModuleGetFunction (&self->k_check_gen, self->internal, "kgym_check_gen")) != CUDA_SUCCESS)
+    if ((rc = s_kernels_load (self->image, &self->internal)) != CUDA_SUCCESS)
         goto fail;
     return 0;
 fail:
@@ -339,30 +343,42 @@ cuda_exec_destroy (cuda_exec_t **self_p)
     *self_p = NULL;
 }
 
+//  Launch one of our kernels over n items.
+static CUresult
+s_internal (cuda_exec_t *self, CUfunction fn, uint64_t n, void **params)
+{
+    uint64_t blocks = (n + THREADS - 1) / THREADS;
+    uint64_t cap = (uint64_t) self->dev.sm_count * 16;
+    if (blocks > cap)
+        blocks = cap;
+    if (blocks < 1)
+        blocks = 1;
+    return cuLaunchKernel (fn, (unsigned) blocks, 1, 1, THREADS, 1, 1, 0, self->stream, params, NULL);
+}
+
 //  --- device memory: pooled, scrubbed before reuse ---
 
 static void
-s_pool_drain (cuda_exec_t *self, ctx_id_t c)
+s_pool_drain (cuda_exec_t *self)
 {
-    pool_t *pool = &self->pool [c];
+    pool_t *pool = &self->pool;
     if (pool->n == 0)
         return;
-    s_use (self, c);
-    cuStreamSynchronize (self->stream [c]);
+    cuStreamSynchronize (self->stream);
     for (size_t i = 0; i < pool->n; i++)
         cuMemFree (pool->blocks [i].ptr);
     pool->n = 0;
     pool->bytes = 0;
 }
 
-//  A block of at least bytes in context c (current). Reuses a pooled block
-//  of up to twice the size; on out-of-memory drains both pools and retries.
+//  A block of at least bytes: a pooled one of up to twice the size, else
+//  a new one; on out-of-memory the pool is drained and it is tried again.
 static CUresult
-s_alloc (cuda_exec_t *self, ctx_id_t c, size_t bytes, CUdeviceptr *ptr, size_t *got)
+s_alloc (cuda_exec_t *self, size_t bytes, CUdeviceptr *ptr, size_t *got)
 {
     if (bytes < 256)
         bytes = 256;
-    pool_t *pool = &self->pool [c];
+    pool_t *pool = &self->pool;
     size_t best = pool->n;
     for (size_t i = 0; i < pool->n; i++) {
         size_t b = pool->blocks [i].bytes;
@@ -379,24 +395,21 @@ s_alloc (cuda_exec_t *self, ctx_id_t c, size_t bytes, CUdeviceptr *ptr, size_t *
     }
     CUresult rc = cuMemAlloc (ptr, bytes);
     if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
-        s_pool_drain (self, CTX_CHECK);
-        s_pool_drain (self, CTX_CAND);
-        s_use (self, c);
+        s_pool_drain (self);
         rc = cuMemAlloc (ptr, bytes);
     }
     *got = bytes;
     return rc;
 }
 
-//  Give a block back: scrubbed (zeroed) on the context's stream first.
+//  Give a block back, scrubbed (zeroed) on the stream first.
 static void
-s_release (cuda_exec_t *self, ctx_id_t c, CUdeviceptr ptr, size_t bytes)
+s_release (cuda_exec_t *self, CUdeviceptr ptr, size_t bytes)
 {
     if (!ptr)
         return;
-    pool_t *pool = &self->pool [c];
-    s_use (self, c);
-    bool scrubbed = cuMemsetD8Async (ptr, 0, bytes, self->stream [c]) == CUDA_SUCCESS;
+    pool_t *pool = &self->pool;
+    bool scrubbed = cuMemsetD8Async (ptr, 0, bytes, self->stream) == CUDA_SUCCESS;
     if (scrubbed && pool->n < POOL_BLOCKS && pool->bytes + bytes <= self->pool_keep) {
         pool->blocks [pool->n].ptr = ptr;
         pool->blocks [pool->n].bytes = bytes;
@@ -404,45 +417,36 @@ s_release (cuda_exec_t *self, ctx_id_t c, CUdeviceptr ptr, size_t bytes)
         pool->bytes += bytes;
         return;
     }
-    cuStreamSynchronize (self->stream [c]);
+    cuStreamSynchronize (self->stream);
     cuMemFree (ptr);
 }
 
 //  --- modules ---
 
-//  Load a module from a cubin or PTX; PTX errors come back in log.
-static CUresult
-s_load (const uint8_t *image, bool ptx, CUmodule *module, char *log, size_t logsize)
+static const char *
+s_prog_name (cuda_plan_prog_t p)
 {
-    if (!ptx)
-        return cuModuleLoadData (module, image);
-    log [0] = 0;
-    CUjit_option opts [] = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
-    void *vals [] = { log, (void *) (uintptr_t) logsize };
-    return cuModuleLoadDataEx (module, image, 2, opts, vals);
+    return p == PLAN_CANDIDATE? "candidate": p == PLAN_REFERENCE? "reference": "baseline";
 }
 
-//  Look up and check every launch of program p against the device's limits
-//  and the task's args. Sets the job's status on failure.
+//  Look up every launch's kernel of program p in module. With validate,
+//  also check parameters and geometry against the task and the device
+//  (once per job); the opt-in for large dynamic shared memory is set on
+//  every lookup (it belongs to the loaded copy).
 static int
-s_resolve (job_t *job, cuda_plan_prog_t p, const char *who)
+s_resolve (job_t *job, cuda_plan_prog_t p, CUmodule module, CUfunction *fns, bool validate)
 {
-    cuda_exec_t *ex = job->ex;
     const cuda_plan_t *plan = job->plan;
-    const cuda_exec_device_t *d = &ex->dev;
+    const cuda_exec_device_t *d = &job->ex->dev;
+    const char *who = s_prog_name (p);
     bool candidate = p == PLAN_CANDIDATE;
     worker_status_t link_status = candidate? STATUS_COMPILE_ERROR: STATUS_INVALID;
-    job->fn [p] = calloc ((size_t) plan->nsizes * MAX_LAUNCHES, sizeof (CUfunction));
-    if (!job->fn [p]) {
-        s_fail (job, STATUS_INTERNAL_ERROR, false, "out of memory");
-        return -1;
-    }
     for (uint32_t s = 0; s < plan->nsizes; s++) {
         const cuda_plan_call_t *call = &plan->sizes [s].call [p];
         for (uint32_t l = 0; l < call->nlaunches; l++) {
             const cuda_plan_launch_t *launch = &call->launches [l];
             CUfunction fn;
-            CUresult rc = cuModuleGetFunction (&fn, job->mod [p], launch->kernel);
+            CUresult rc = cuModuleGetFunction (&fn, module, launch->kernel);
             if (rc == CUDA_ERROR_NOT_FOUND) {
                 s_fail (job, link_status, false, "%s: kernel '%s' is not defined by the module "
                         "(declare it extern \"C\" __global__)", who, launch->kernel);
@@ -450,70 +454,70 @@ s_resolve (job_t *job, cuda_plan_prog_t p, const char *who)
             }
             if (rc != CUDA_SUCCESS)
                 return s_cuda_fail (job, candidate? WHO_CANDIDATE: WHO_TASK, rc, "cuModuleGetFunction");
-            job->fn [p][s * MAX_LAUNCHES + l] = fn;
-
-            //  The kernel's parameters must match what the task passes.
-            for (uint32_t k = 0; k <= launch->nargs; k++) {
-                size_t offset = 0, psize = 0;
-                if (!cuda_driver_has_param_info ())
-                    break;
-                rc = cuFuncGetParamInfo (fn, k, &offset, &psize);
-                if (rc == CUDA_ERROR_NOT_SUPPORTED)
-                    break;
-                if (k == launch->nargs) {
-                    if (rc == CUDA_SUCCESS) {
-                        s_fail (job, link_status, false, "%s: kernel '%s' takes more than the %u "
-                                "parameters the launch passes", who, launch->kernel, launch->nargs);
-                        return -1;
-                    }
-                    break;
-                }
-                if (rc != CUDA_SUCCESS) {
-                    s_fail (job, link_status, false, "%s: kernel '%s' takes %u parameters, the "
-                            "launch passes %u", who, launch->kernel, k, launch->nargs);
-                    return -1;
-                }
-                int32_t a = launch->args [k];
-                size_t want = a < 0 || plan->args [a].kind != ARG_SCALAR
-                            ? sizeof (CUdeviceptr): common_dtype_size (plan->args [a].dtype);
-                if (psize != want) {
-                    s_fail (job, link_status, false, "%s: parameter %u of kernel '%s' is %zu bytes, "
-                            "but '%s' is %zu bytes", who, k, launch->kernel, psize,
-                            a < 0? "workspace": plan->args [a].name, want);
-                    return -1;
-                }
-            }
-
-            //  Launch geometry against the device: a clear `invalid`, not a driver error.
+            fns [s * MAX_LAUNCHES + l] = fn;
             int fn_threads = 0, fn_static = 0;
             cuFuncGetAttribute (&fn_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn);
             cuFuncGetAttribute (&fn_static, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn);
-            int64_t threads = launch->block [0] * launch->block [1] * launch->block [2];
-            for (int i = 0; i < 3; i++) {
-                if (launch->block [i] > d->max_block [i] || launch->grid [i] > d->max_grid [i]) {
-                    s_fail (job, STATUS_INVALID, false, "%s launch %u ('%s') at size %u: grid "
-                            "[%lld,%lld,%lld] block [%lld,%lld,%lld] exceeds the device's limits "
-                            "(grid [%d,%d,%d], block [%d,%d,%d])", who, l, launch->kernel, s,
-                            (long long) launch->grid [0], (long long) launch->grid [1],
-                            (long long) launch->grid [2], (long long) launch->block [0],
-                            (long long) launch->block [1], (long long) launch->block [2],
-                            d->max_grid [0], d->max_grid [1], d->max_grid [2],
-                            d->max_block [0], d->max_block [1], d->max_block [2]);
+            if (validate) {
+                //  The kernel's parameters must match what the task passes.
+                for (uint32_t k = 0; k <= launch->nargs && cuda_driver_has_param_info (); k++) {
+                    size_t offset = 0, psize = 0;
+                    rc = cuFuncGetParamInfo (fn, k, &offset, &psize);
+                    if (rc == CUDA_ERROR_NOT_SUPPORTED)
+                        break;
+                    if (k == launch->nargs) {
+                        if (rc == CUDA_SUCCESS) {
+                            s_fail (job, link_status, false, "%s: kernel '%s' takes more than the %u "
+                                    "parameters the launch passes", who, launch->kernel, launch->nargs);
+                            return -1;
+                        }
+                        break;
+                    }
+                    if (rc != CUDA_SUCCESS) {
+                        s_fail (job, link_status, false, "%s: kernel '%s' takes %u parameters, the "
+                                "launch passes %u", who, launch->kernel, k, launch->nargs);
+                        return -1;
+                    }
+                    int32_t a = launch->args [k];
+                    size_t want = a < 0 || plan->args [a].kind != ARG_SCALAR
+                                ? sizeof (CUdeviceptr): common_dtype_size (plan->args [a].dtype);
+                    if (psize != want) {
+                        s_fail (job, link_status, false, "%s: parameter %u of kernel '%s' is %zu bytes, "
+                                "but '%s' is %zu bytes", who, k, launch->kernel, psize,
+                                a < 0? "workspace": plan->args [a].name, want);
+                        return -1;
+                    }
+                }
+                //  Launch geometry: a clear `invalid`, not a driver error.
+                for (int i = 0; i < 3; i++)
+                    if (launch->block [i] > d->max_block [i] || launch->grid [i] > d->max_grid [i]) {
+                        s_fail (job, STATUS_INVALID, false, "%s launch %u ('%s') at size %u: grid "
+                                "[%lld,%lld,%lld] block [%lld,%lld,%lld] exceeds the device's limits "
+                                "(grid [%d,%d,%d], block [%d,%d,%d])", who, l, launch->kernel,
+                                plan->sizes [s].index,
+                                (long long) launch->grid [0], (long long) launch->grid [1],
+                                (long long) launch->grid [2], (long long) launch->block [0],
+                                (long long) launch->block [1], (long long) launch->block [2],
+                                d->max_grid [0], d->max_grid [1], d->max_grid [2],
+                                d->max_block [0], d->max_block [1], d->max_block [2]);
+                        return -1;
+                    }
+                int64_t threads = launch->block [0] * launch->block [1] * launch->block [2];
+                int limit = fn_threads > 0 && fn_threads < d->max_threads? fn_threads: d->max_threads;
+                if (threads > limit) {
+                    s_fail (job, STATUS_INVALID, false, "%s launch %u ('%s') at size %u: %lld threads "
+                            "per block, the kernel allows at most %d (device %d)", who, l,
+                            launch->kernel, plan->sizes [s].index, (long long) threads, limit,
+                            d->max_threads);
                     return -1;
                 }
-            }
-            int limit = fn_threads > 0 && fn_threads < d->max_threads? fn_threads: d->max_threads;
-            if (threads > limit) {
-                s_fail (job, STATUS_INVALID, false, "%s launch %u ('%s') at size %u: %lld threads "
-                        "per block, the kernel allows at most %d (device %d)", who, l,
-                        launch->kernel, s, (long long) threads, limit, d->max_threads);
-                return -1;
-            }
-            if (launch->shared + fn_static > d->shared_optin) {
-                s_fail (job, STATUS_INVALID, false, "%s launch %u ('%s') at size %u: %lld bytes of "
-                        "dynamic + %d static shared memory, the device allows %d", who, l,
-                        launch->kernel, s, (long long) launch->shared, fn_static, d->shared_optin);
-                return -1;
+                if (launch->shared + fn_static > d->shared_optin) {
+                    s_fail (job, STATUS_INVALID, false, "%s launch %u ('%s') at size %u: %lld bytes "
+                            "of dynamic + %d static shared memory, the device allows %d per block", who,
+                            l, launch->kernel, plan->sizes [s].index, (long long) launch->shared,
+                            fn_static, d->shared_optin);
+                    return -1;
+                }
             }
             if (launch->shared + fn_static > d->shared_default) {
                 rc = cuFuncSetAttribute (fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -530,77 +534,101 @@ s_resolve (job_t *job, cuda_plan_prog_t p, const char *who)
     return 0;
 }
 
-//  Reference or baseline module: reuse a loaded one with the same key.
-static int
-s_load_task_module (job_t *job, cuda_plan_prog_t p, const uint8_t *image)
+static void
+s_trusted_unload (job_t *job, trusted_t *t)
 {
-    cuda_exec_t *ex = job->ex;
-    const char *key = job->plan->keys [p];
-    const char *who = p == PLAN_REFERENCE? "reference": "baseline";
-    if (*key) {
-        for (int i = 0; i < REF_CACHE; i++)
-            if (strcmp (ex->refs [i].key, key) == 0) {
-                ex->refs [i].used = ++ex->stamp;
-                job->mod [p] = ex->refs [i].module;
-                job->mod_cached [p] = true;
-                return 0;
+    (void) job;
+    if (t->own_k && t->k.module)
+        cuModuleUnload (t->k.module);
+    for (int p = PLAN_REFERENCE; p <= PLAN_BASELINE; p++) {
+        if (t->mod [p])
+            cuModuleUnload (t->mod [p]);
+        free (t->fn [p]);
+    }
+    memset (t, 0, sizeof *t);
+}
+
+//  Load the trusted device code afresh (ours from the runner's copy of the
+//  image, reference and baseline from the job's), then drop the old copies.
+static int
+s_trusted_load (job_t *job, bool validate)
+{
+    const cuda_plan_t *plan = job->plan;
+    trusted_t fresh;
+    memset (&fresh, 0, sizeof fresh);
+    CUresult rc;
+    if (!plan->reload && !validate)
+        return 0;
+    {
+        if (plan->reload) {
+            if ((rc = s_kernels_load (job->ex->image, &fresh.k)) != CUDA_SUCCESS) {
+                s_trusted_unload (job, &fresh);
+                return s_cuda_fail (job, WHO_US, rc, "loading the internal kernels");
             }
+            fresh.own_k = true;
+        }
+        else
+            fresh.k = job->ex->internal;
+        for (int p = PLAN_REFERENCE; p <= PLAN_BASELINE; p++) {
+            if (p == PLAN_BASELINE && !plan->has_baseline)
+                continue;
+            fresh.fn [p] = calloc ((size_t) plan->nsizes * MAX_LAUNCHES, sizeof (CUfunction));
+            if (!fresh.fn [p]) {
+                s_trusted_unload (job, &fresh);
+                s_fail (job, STATUS_INTERNAL_ERROR, false, "out of memory");
+                return -1;
+            }
+            if ((rc = cuModuleLoadData (&fresh.mod [p], job->images [p])) != CUDA_SUCCESS) {
+                fresh.mod [p] = NULL;
+                s_trusted_unload (job, &fresh);
+                char what [64];
+                snprintf (what, sizeof what, "loading the %s module", s_prog_name ((cuda_plan_prog_t) p));
+                return s_cuda_fail (job, WHO_TASK, rc, what);
+            }
+            if (s_resolve (job, (cuda_plan_prog_t) p, fresh.mod [p], fresh.fn [p], validate)) {
+                s_trusted_unload (job, &fresh);
+                return -1;
+            }
+        }
     }
-    char log [4096];
-    CUresult rc = s_load (image, false, &job->mod [p], log, sizeof log);
-    if (rc != CUDA_SUCCESS) {
-        job->mod [p] = NULL;
-        char what [64];
-        snprintf (what, sizeof what, "loading the %s module", who);
-        return s_cuda_fail (job, WHO_TASK, rc, what);
-    }
-    if (*key) {
-        int victim = 0;
-        for (int i = 1; i < REF_CACHE; i++)
-            if (ex->refs [i].used < ex->refs [victim].used)
-                victim = i;
-        //  Never evict a module this job already uses.
-        if (ex->refs [victim].key [0] && (ex->refs [victim].module == job->mod [PLAN_REFERENCE]
-                                          || ex->refs [victim].module == job->mod [PLAN_BASELINE]))
-            return 0;
-        if (ex->refs [victim].key [0])
-            cuModuleUnload (ex->refs [victim].module);
-        snprintf (ex->refs [victim].key, sizeof ex->refs [victim].key, "%s", key);
-        ex->refs [victim].module = job->mod [p];
-        ex->refs [victim].used = ++ex->stamp;
-        job->mod_cached [p] = true;
-    }
+    s_trusted_unload (job, &job->trusted);
+    job->trusted = fresh;
+    job->fresh = true;
+    if (plan->reload && !validate)
+        job->reloads++;
     return 0;
 }
 
+//  After a candidate run, before any trusted device code runs again.
 static int
-s_load_modules (job_t *job, const uint8_t *const images [3], const size_t sizes [3])
+s_after_candidate (job_t *job)
 {
-    cuda_exec_t *ex = job->ex;
-    const cuda_plan_t *plan = job->plan;
-    (void) sizes;
-    CK (job, WHO_US, s_use (ex, CTX_CHECK), "cuCtxSetCurrent");
-    if (s_load_task_module (job, PLAN_REFERENCE, images [PLAN_REFERENCE]))
-        return -1;
-    if (plan->has_baseline && s_load_task_module (job, PLAN_BASELINE, images [PLAN_BASELINE]))
-        return -1;
-    if (s_resolve (job, PLAN_REFERENCE, "reference"))
-        return -1;
-    if (plan->has_baseline && s_resolve (job, PLAN_BASELINE, "baseline"))
-        return -1;
+    if (!job->plan->reload)
+        return 0;               //  accepted: device code is taken to be read-only
+    job->fresh = false;
+    return s_trusted_load (job, false);
+}
 
-    //  The candidate's module: its static device memory counts too.
-    CK (job, WHO_US, s_use (ex, CTX_CAND), "cuCtxSetCurrent");
+static int
+s_load_candidate (job_t *job)
+{
+    const cuda_plan_t *plan = job->plan;
     size_t free_before = 0, free_after = 0, total = 0;
     cuMemGetInfo (&free_before, &total);
+    CUresult rc;
     char log [8192];
-    CUresult rc = s_load (images [PLAN_CANDIDATE], plan->candidate_ptx, &job->mod [PLAN_CANDIDATE],
-                          log, sizeof log);
+    log [0] = 0;
+    if (plan->candidate_ptx) {
+        CUjit_option opts [] = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
+        void *vals [] = { log, (void *) (uintptr_t) sizeof log };
+        rc = cuModuleLoadDataEx (&job->cand_mod, job->images [PLAN_CANDIDATE], 2, opts, vals);
+    }
+    else
+        rc = cuModuleLoadData (&job->cand_mod, job->images [PLAN_CANDIDATE]);
     if (rc != CUDA_SUCCESS) {
-        job->mod [PLAN_CANDIDATE] = NULL;
+        job->cand_mod = NULL;
         if (plan->candidate_ptx && rc != CUDA_ERROR_OUT_OF_MEMORY) {
-            s_fail (job, STATUS_COMPILE_ERROR, false, "PTX load failed: %s: %.400s",
-                    s_cu_name (rc), log);
+            s_fail (job, STATUS_COMPILE_ERROR, false, "PTX load failed: %s: %.400s", s_cu_name (rc), log);
             return -1;
         }
         return s_cuda_fail (job, WHO_CANDIDATE, rc, "loading the candidate's module");
@@ -613,81 +641,72 @@ s_load_modules (job_t *job, const uint8_t *const images [3], const size_t sizes 
                 (unsigned long long) job->static_bytes, (unsigned long long) MAX_STATIC);
         return -1;
     }
-    return s_resolve (job, PLAN_CANDIDATE, "candidate");
+    job->cand_fn = calloc ((size_t) plan->nsizes * MAX_LAUNCHES, sizeof (CUfunction));
+    if (!job->cand_fn) {
+        s_fail (job, STATUS_INTERNAL_ERROR, false, "out of memory");
+        return -1;
+    }
+    return s_resolve (job, PLAN_CANDIDATE, job->cand_mod, job->cand_fn, true);
 }
 
 //  --- buffers ---
+
+#define B_CAND(a)   (a)
+#define B_RIN(a)    (MAX_ARGS + (a))
+#define B_ROUT(a)   (2 * MAX_ARGS + (a))
+#define B_BASE(a)   (3 * MAX_ARGS + (a))
+#define B_WS(p)     (4 * MAX_ARGS + (p))
+#define B_SLOTS     (4 * MAX_ARGS + 3)
 
 static int
 s_alloc_job (job_t *job)
 {
     cuda_exec_t *ex = job->ex;
     const cuda_plan_t *plan = job->plan;
-    //  Fail cleanly (invalid) when the device cannot hold the job at all.
     uint64_t need = cuda_plan_device_bytes (plan);
     if (need > ex->dev.mem_total) {
-        s_fail (job, STATUS_INVALID, false, "the job needs %.2f GiB of device memory (tensors in "
-                "both contexts, expected outputs, scratch), the device has %.2f GiB",
+        s_fail (job, STATUS_INVALID, false, "the job needs %.2f GiB of device memory (the candidate's "
+                "tensors, the reference's, workspaces), the device has %.2f GiB",
                 (double) need / (1u << 30), (double) ex->dev.mem_total / (1u << 30));
         return -1;
     }
-    uint64_t largest = 0;
-    size_t *b0 = job->bytes [CTX_CHECK], *b1 = job->bytes [CTX_CAND];
+    struct { CUdeviceptr *ptr; size_t index; uint64_t bytes; const char *what; } want [MAX_ARGS * 4 + 4];
+    size_t n = 0;
     for (uint32_t a = 0; a < plan->nargs; a++) {
         common_arg_kind_t kind = plan->args [a].kind;
         if (kind == ARG_SCALAR)
             continue;
         uint64_t bytes = cuda_plan_max_bytes (plan, a);
-        if (bytes > largest)
-            largest = bytes;
-        CUresult rc = CUDA_SUCCESS;
-        s_use (ex, CTX_CHECK);
-        if (kind == ARG_INPUT || kind == ARG_INOUT)
-            rc = s_alloc (ex, CTX_CHECK, bytes, &job->in [a], &b0 [a]);
+        const char *name = plan->args [a].name;
+        want [n++] = (typeof (want [0])) { &job->cand [a], B_CAND (a), bytes, name };
+        if (kind == ARG_OUTPUT)
+            want [n++] = (typeof (want [0])) { &job->rout [a], B_ROUT (a), bytes, name };
         else
-            rc = s_alloc (ex, CTX_CHECK, bytes, &job->out [a], &b0 [MAX_ARGS + a]);
-        if (rc == CUDA_SUCCESS && plan->has_baseline && kind != ARG_INPUT)
-            rc = s_alloc (ex, CTX_CHECK, bytes, &job->base [a], &b0 [2 * MAX_ARGS + a]);
-        if (rc == CUDA_SUCCESS) {
-            s_use (ex, CTX_CAND);
-            rc = s_alloc (ex, CTX_CAND, bytes, &job->cand [a], &b1 [a]);
-        }
-        if (rc != CUDA_SUCCESS)
-            goto oom;
-        continue;
-oom:
-        if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
-            s_fail (job, STATUS_INVALID, false, "device memory exhausted allocating '%s' (%llu bytes); "
-                    "the job needs about %.2f GiB", plan->args [a].name,
-                    (unsigned long long) bytes, (double) need / (1u << 30));
-            return -1;
-        }
-        return s_cuda_fail (job, WHO_US, rc, "cuMemAlloc");
+            want [n++] = (typeof (want [0])) { &job->rin [a], B_RIN (a), bytes, name };
+        if (plan->has_baseline && kind != ARG_INPUT)
+            want [n++] = (typeof (want [0])) { &job->base [a], B_BASE (a), bytes, name };
     }
-    CUresult rc;
-    size_t *ws_bytes = &b0 [3 * MAX_ARGS];
-    s_use (ex, CTX_CHECK);
-    if ((rc = s_alloc (ex, CTX_CHECK, largest, &job->scratch, &ws_bytes [0])) != CUDA_SUCCESS)
-        return s_cuda_fail (job, rc == CUDA_ERROR_OUT_OF_MEMORY? WHO_TASK: WHO_US, rc, "scratch cuMemAlloc");
-    uint32_t nout = 0;
-    for (uint32_t a = 0; a < plan->nargs; a++)
-        nout += plan->args [a].kind != ARG_SCALAR;
-    job->nslots = nout + 1;
-    if ((rc = s_alloc (ex, CTX_CHECK, job->nslots * sizeof (cuda_kernels_check_t), &job->slots,
-                       &ws_bytes [1])) != CUDA_SUCCESS)
-        return s_cuda_fail (job, WHO_US, rc, "cuMemAlloc");
     for (int p = 0; p < CUDA_PLAN_PROGS; p++) {
         uint64_t ws = cuda_plan_max_workspace (plan, (cuda_plan_prog_t) p);
-        if (ws == 0 || (p == PLAN_BASELINE && !plan->has_baseline))
-            continue;
-        ctx_id_t c = p == PLAN_CANDIDATE? CTX_CAND: CTX_CHECK;
-        s_use (ex, c);
-        if ((rc = s_alloc (ex, c, ws, &job->ws [p], &ws_bytes [2 + p])) != CUDA_SUCCESS) {
-            if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
-                s_fail (job, STATUS_INVALID, false, "device memory exhausted allocating a %llu-byte workspace",
-                        (unsigned long long) ws);
-                return -1;
-            }
+        if (ws && (p != PLAN_BASELINE || plan->has_baseline))
+            want [n++] = (typeof (want [0])) { &job->ws [p], B_WS (p), ws, "workspace" };
+    }
+    uint32_t ntensors = 0;
+    for (uint32_t a = 0; a < plan->nargs; a++)
+        ntensors += plan->args [a].kind != ARG_SCALAR;
+    job->nslots = ntensors + 1;
+    want [n++] = (typeof (want [0])) { &job->slots, B_SLOTS, job->nslots * sizeof (cuda_kernels_check_t), "checks" };
+    for (size_t i = 0; i < n; i++) {
+        CUresult rc = s_alloc (ex, want [i].bytes, want [i].ptr, &job->bytes [want [i].index]);
+        if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
+            *want [i].ptr = 0;
+            s_fail (job, STATUS_INVALID, false, "device memory exhausted allocating '%s' (%llu bytes); "
+                    "the job needs about %.2f GiB", want [i].what, (unsigned long long) want [i].bytes,
+                    (double) need / (1u << 30));
+            return -1;
+        }
+        if (rc != CUDA_SUCCESS) {
+            *want [i].ptr = 0;
             return s_cuda_fail (job, WHO_US, rc, "cuMemAlloc");
         }
     }
@@ -698,21 +717,18 @@ static void
 s_free_job (job_t *job)
 {
     cuda_exec_t *ex = job->ex;
-    size_t *b0 = job->bytes [CTX_CHECK], *b1 = job->bytes [CTX_CAND];
-    size_t *ws_bytes = &b0 [3 * MAX_ARGS];
     for (uint32_t a = 0; a < MAX_ARGS; a++) {
-        s_release (ex, CTX_CHECK, job->in [a], b0 [a]);
-        s_release (ex, CTX_CHECK, job->out [a], b0 [MAX_ARGS + a]);
-        s_release (ex, CTX_CHECK, job->base [a], b0 [2 * MAX_ARGS + a]);
-        s_release (ex, CTX_CAND, job->cand [a], b1 [a]);
+        s_release (ex, job->cand [a], job->bytes [B_CAND (a)]);
+        s_release (ex, job->rin [a], job->bytes [B_RIN (a)]);
+        s_release (ex, job->rout [a], job->bytes [B_ROUT (a)]);
+        s_release (ex, job->base [a], job->bytes [B_BASE (a)]);
     }
-    s_release (ex, CTX_CHECK, job->scratch, ws_bytes [0]);
-    s_release (ex, CTX_CHECK, job->slots, ws_bytes [1]);
     for (int p = 0; p < CUDA_PLAN_PROGS; p++)
-        s_release (ex, p == PLAN_CANDIDATE? CTX_CAND: CTX_CHECK, job->ws [p], ws_bytes [2 + p]);
+        s_release (ex, job->ws [p], job->bytes [B_WS (p)]);
+    s_release (ex, job->slots, job->bytes [B_SLOTS]);
 }
 
-//  --- one set of inputs ---
+//  --- generation, poison, launches ---
 
 static uint64_t
 s_stream_id (uint32_t size_index, uint32_t trial, uint32_t arg)
@@ -720,43 +736,22 @@ s_stream_id (uint32_t size_index, uint32_t trial, uint32_t arg)
     return kgym_stream (size_index, trial, arg);
 }
 
-//  Poison an output in the candidate's context with driver memsets only:
-//  NaN for floats, a random word (from the seed) for integers.
+//  NaN for floats; common_init_poison's random pattern for integers.
 static CUresult
-s_poison_cand (job_t *job, CUdeviceptr ptr, common_dtype_t dtype, uint64_t count, uint64_t stream)
+s_poison (job_t *job, CUdeviceptr ptr, common_dtype_t dtype, uint64_t count, uint64_t stream)
 {
-    CUstream st = job->ex->stream [CTX_CAND];
-    uint32_t w [4];
-    kgym_random_words (job->plan->seed, stream, 0xFFFFFFFFFFFFull, w);
+    cuda_exec_t *ex = job->ex;
+    CUstream st = ex->stream;
     switch (dtype) {
         case DTYPE_F16:  return cuMemsetD16Async (ptr, 0x7E00, count, st);
         case DTYPE_BF16: return cuMemsetD16Async (ptr, 0x7FC0, count, st);
         case DTYPE_F32:  return cuMemsetD32Async (ptr, 0x7FC00000u, count, st);
         //  0x7FF87FF8 twice is a quiet NaN as a double.
         case DTYPE_F64:  return cuMemsetD32Async (ptr, 0x7FF87FF8u, 2 * count, st);
-        case DTYPE_I8:
-        case DTYPE_U8:   return cuMemsetD8Async (ptr, (unsigned char) w [0], count, st);
-        case DTYPE_I32:  return cuMemsetD32Async (ptr, w [0], count, st);
-        case DTYPE_I64:  return cuMemsetD32Async (ptr, w [0], 2 * count, st);
-        default:         return CUDA_ERROR_INVALID_VALUE;
-    }
-}
-
-//  Poison in the check context: NaN for floats, common_init_poison's pattern for integers.
-static CUresult
-s_poison_check (job_t *job, CUdeviceptr ptr, common_dtype_t dtype, uint64_t count, uint64_t stream)
-{
-    cuda_exec_t *ex = job->ex;
-    CUstream st = ex->stream [CTX_CHECK];
-    switch (dtype) {
-        case DTYPE_F16:  return cuMemsetD16Async (ptr, 0x7E00, count, st);
-        case DTYPE_BF16: return cuMemsetD16Async (ptr, 0x7FC0, count, st);
-        case DTYPE_F32:  return cuMemsetD32Async (ptr, 0x7FC00000u, count, st);
-        case DTYPE_F64:  return cuMemsetD32Async (ptr, 0x7FF87FF8u, 2 * count, st);
         default: {
             uint64_t bytes = count * common_dtype_size (dtype), seed = job->plan->seed;
             void *params [] = { &ptr, &bytes, &seed, &stream };
-            return s_internal (ex, ex->k_poison_int, (bytes + 15) / 16, params);
+            return s_internal (ex, job->trusted.k.poison_int, (bytes + 15) / 16, params);
         }
     }
 }
@@ -764,92 +759,86 @@ s_poison_check (job_t *job, CUdeviceptr ptr, common_dtype_t dtype, uint64_t coun
 static CUresult
 s_fill (job_t *job, CUdeviceptr ptr, uint32_t a, uint64_t count, uint64_t stream)
 {
-    cuda_exec_t *ex = job->ex;
     const cuda_plan_arg_t *arg = &job->plan->args [a];
     int dt = (int) arg->dtype, dist = (int) arg->init.dist;
     double p0 = arg->init.p0, p1 = arg->init.p1;
     uint64_t seed = job->plan->seed;
     void *params [] = { &ptr, &count, &dt, &dist, &p0, &p1, &seed, &stream };
-    return s_internal (ex, ex->k_fill, count, params);
+    return s_internal (job->ex, job->trusted.k.fill, count, params);
 }
 
-//  Generate a fresh set (size s, trial t) in the check context and give the
-//  candidate its copy. with_base also prepares the baseline's buffers.
-static int
-s_prepare (job_t *job, uint32_t s, uint32_t trial, bool with_base)
+//  Buffers program p works on.
+static void
+s_buffers (job_t *job, cuda_plan_prog_t p, CUdeviceptr ptrs [MAX_ARGS])
 {
-    cuda_exec_t *ex = job->ex;
+    const cuda_plan_t *plan = job->plan;
+    for (uint32_t a = 0; a < plan->nargs; a++) {
+        common_arg_kind_t kind = plan->args [a].kind;
+        if (p == PLAN_CANDIDATE)
+            ptrs [a] = job->cand [a];
+        else if (kind == ARG_INPUT || (p == PLAN_REFERENCE && kind == ARG_INOUT))
+            ptrs [a] = job->rin [a];
+        else if (p == PLAN_REFERENCE)
+            ptrs [a] = job->rout [a];
+        else
+            ptrs [a] = job->base [a];
+    }
+}
+
+//  Fresh inputs (size s, trial) and poisoned outputs for program p.
+static int
+s_prepare (job_t *job, cuda_plan_prog_t p, uint32_t s, uint32_t trial)
+{
     const cuda_plan_t *plan = job->plan;
     const cuda_plan_size_t *size = &plan->sizes [s];
-    CK (job, WHO_US, s_use (ex, CTX_CHECK), "cuCtxSetCurrent");
+    CUdeviceptr ptrs [MAX_ARGS];
+    s_buffers (job, p, ptrs);
     for (uint32_t a = 0; a < plan->nargs; a++) {
         const cuda_plan_arg_t *arg = &plan->args [a];
+        uint64_t count = size->count [a];
+        if (arg->kind == ARG_SCALAR || count == 0)
+            continue;
+        //  The baseline reads pure inputs from the reference's copy.
+        if (p == PLAN_BASELINE && arg->kind == ARG_INPUT)
+            continue;
         uint64_t stream = s_stream_id (size->index, trial, a);
-        uint64_t count = size->count [a];
-        if (arg->kind == ARG_SCALAR || count == 0)
-            continue;
-        if (arg->kind == ARG_OUTPUT) {
-            CK (job, WHO_US, s_poison_check (job, job->out [a], arg->dtype, count, stream), "poison");
-            if (with_base)
-                CK (job, WHO_US, s_poison_check (job, job->base [a], arg->dtype, count, stream), "poison");
-        }
-        else {
-            CK (job, WHO_US, s_fill (job, job->in [a], a, count, stream), "kgym_fill");
-            if (with_base && arg->kind == ARG_INOUT)
-                CK (job, WHO_US, s_fill (job, job->base [a], a, count, stream), "kgym_fill");
-        }
-    }
-    for (int p = PLAN_REFERENCE; p <= PLAN_BASELINE; p++)
-        if (job->ws [p] && size->call [p].workspace)
-            CK (job, WHO_US, cuMemsetD8Async (job->ws [p], 0, size->call [p].workspace,
-                                              ex->stream [CTX_CHECK]), "memset");
-    CK (job, WHO_US, cuStreamSynchronize (ex->stream [CTX_CHECK]), "generating inputs");
-
-    CK (job, WHO_US, s_use (ex, CTX_CAND), "cuCtxSetCurrent");
-    CUstream st = ex->stream [CTX_CAND];
-    for (uint32_t a = 0; a < plan->nargs; a++) {
-        const cuda_plan_arg_t *arg = &plan->args [a];
-        uint64_t count = size->count [a];
-        if (arg->kind == ARG_SCALAR || count == 0)
-            continue;
         if (arg->kind == ARG_OUTPUT)
-            CK (job, WHO_US, s_poison_cand (job, job->cand [a], arg->dtype, count,
-                                            s_stream_id (size->index, trial, a)), "poison");
+            CK (job, WHO_US, s_poison (job, ptrs [a], arg->dtype, count, stream), "poisoning outputs");
         else
-            CK (job, WHO_US, cuMemcpyPeerAsync (job->cand [a], ex->ctx [CTX_CAND], job->in [a],
-                                                ex->ctx [CTX_CHECK], size->bytes [a], st),
-                "copying inputs");
+            CK (job, WHO_US, s_fill (job, ptrs [a], a, count, stream), "generating inputs");
     }
-    if (job->ws [PLAN_CANDIDATE] && size->call [PLAN_CANDIDATE].workspace)
-        CK (job, WHO_US, cuMemsetD8Async (job->ws [PLAN_CANDIDATE], 0,
-                                          size->call [PLAN_CANDIDATE].workspace, st), "memset");
-    //  The reference may change inout buffers in place: the copies come first.
-    CK (job, WHO_US, cuStreamSynchronize (st), "copying inputs");
+    if (job->ws [p] && size->call [p].workspace)
+        CK (job, WHO_US, cuMemsetD8Async (job->ws [p], 0, size->call [p].workspace, job->ex->stream),
+            "zeroing the workspace");
     return 0;
 }
 
-//  Enqueue program p's launches for size s (its context must be current).
-static CUresult
-s_launch (job_t *job, cuda_plan_prog_t p, uint32_t s, int *failed_launch)
+//  Run program p on size s and wait; timed: flush L2 first, CUDA events around.
+static int
+s_run (job_t *job, cuda_plan_prog_t p, uint32_t s, bool timed, double *us)
 {
     cuda_exec_t *ex = job->ex;
     const cuda_plan_t *plan = job->plan;
     const cuda_plan_size_t *size = &plan->sizes [s];
     const cuda_plan_call_t *call = &size->call [p];
-    CUstream st = ex->stream [p == PLAN_CANDIDATE? CTX_CAND: CTX_CHECK];
+    who_t who = p == PLAN_CANDIDATE? WHO_CANDIDATE: WHO_TASK;
+    const char *name = s_prog_name (p);
+    CUstream st = ex->stream;
+    CUfunction *fns = p == PLAN_CANDIDATE? job->cand_fn: job->trusted.fn [p];
+    if (p != PLAN_CANDIDATE && !job->fresh) {
+        s_fail (job, STATUS_INTERNAL_ERROR, true, "trusted code would run unreloaded after the candidate");
+        return -1;
+    }
     CUdeviceptr ptrs [MAX_ARGS];
+    s_buffers (job, p, ptrs);
     uint64_t bits [MAX_ARGS];
-    for (uint32_t a = 0; a < plan->nargs; a++) {
-        common_arg_kind_t kind = plan->args [a].kind;
+    for (uint32_t a = 0; a < plan->nargs; a++)
         bits [a] = size->bits [a];
-        if (p == PLAN_CANDIDATE)
-            ptrs [a] = job->cand [a];
-        else if (kind == ARG_INPUT || (p == PLAN_REFERENCE && kind == ARG_INOUT))
-            ptrs [a] = job->in [a];
-        else if (p == PLAN_REFERENCE)
-            ptrs [a] = job->out [a];
-        else
-            ptrs [a] = job->base [a];
+    if (timed) {
+        //  Flush L2: write twice its size, a new value each time.
+        CK (job, WHO_US, cuMemsetD32Async (ex->flush, ++ex->flush_value, ex->flush_bytes / 4, st),
+            "flushing L2");
+        CK (job, WHO_US, cuEventRecord (ex->ev [0], st), "cuEventRecord");
     }
     for (uint32_t l = 0; l < call->nlaunches; l++) {
         const cuda_plan_launch_t *launch = &call->launches [l];
@@ -863,63 +852,39 @@ s_launch (job_t *job, cuda_plan_prog_t p, uint32_t s, int *failed_launch)
             else
                 params [k] = &ptrs [a];
         }
-        CUresult rc = cuLaunchKernel (job->fn [p][s * MAX_LAUNCHES + l],
+        CUresult rc = cuLaunchKernel (fns [s * MAX_LAUNCHES + l],
                                       (unsigned) launch->grid [0], (unsigned) launch->grid [1],
                                       (unsigned) launch->grid [2], (unsigned) launch->block [0],
                                       (unsigned) launch->block [1], (unsigned) launch->block [2],
                                       (unsigned) launch->shared, st, params, NULL);
         if (rc != CUDA_SUCCESS) {
-            *failed_launch = (int) l;
-            return rc;
+            char what [200];
+            snprintf (what, sizeof what, "%s launch %u ('%s') at size %u failed to launch",
+                      name, l, launch->kernel, size->index);
+            return s_cuda_fail (job, who, rc, what);
         }
     }
-    return CUDA_SUCCESS;
-}
-
-//  Run program p (untimed or timed) and wait for it.
-static int
-s_run (job_t *job, cuda_plan_prog_t p, uint32_t s, bool timed, double *us)
-{
-    cuda_exec_t *ex = job->ex;
-    ctx_id_t c = p == PLAN_CANDIDATE? CTX_CAND: CTX_CHECK;
-    who_t who = p == PLAN_CANDIDATE? WHO_CANDIDATE: WHO_TASK;
-    const char *name = p == PLAN_CANDIDATE? "candidate": p == PLAN_REFERENCE? "reference": "baseline";
-    CUstream st = ex->stream [c];
-    CK (job, WHO_US, s_use (ex, c), "cuCtxSetCurrent");
-    if (timed) {
-        //  Flush L2: write twice its size, a new value each time.
-        CK (job, WHO_US, cuMemsetD32Async (ex->flush [c], ++ex->flush_value, ex->flush_bytes / 4, st),
-            "flushing L2");
-        CK (job, WHO_US, cuEventRecord (ex->ev [c][0], st), "cuEventRecord");
-    }
-    int failed = -1;
-    CUresult rc = s_launch (job, p, s, &failed);
-    if (rc != CUDA_SUCCESS) {
-        char what [200];
-        const cuda_plan_launch_t *launch = &job->plan->sizes [s].call [p].launches [failed];
-        snprintf (what, sizeof what, "%s launch %d ('%s') at size %u failed to launch",
-                  name, failed, launch->kernel, job->plan->sizes [s].index);
-        return s_cuda_fail (job, who, rc, what);
-    }
     if (timed)
-        CK (job, WHO_US, cuEventRecord (ex->ev [c][1], st), "cuEventRecord");
-    rc = cuStreamSynchronize (st);
+        CK (job, WHO_US, cuEventRecord (ex->ev [1], st), "cuEventRecord");
+    CUresult rc = cuStreamSynchronize (st);
     if (rc != CUDA_SUCCESS) {
         char what [160];
-        snprintf (what, sizeof what, "%s at size %u", name, job->plan->sizes [s].index);
+        snprintf (what, sizeof what, "%s at size %u", name, size->index);
         return s_cuda_fail (job, who, rc, what);
     }
     if (timed) {
         float ms = 0;
-        CK (job, WHO_US, cuEventElapsedTime (&ms, ex->ev [c][0], ex->ev [c][1]), "cuEventElapsedTime");
+        CK (job, WHO_US, cuEventElapsedTime (&ms, ex->ev [0], ex->ev [1]), "cuEventElapsedTime");
         *us = (double) ms * 1000.0;
     }
+    if (p == PLAN_CANDIDATE)
+        return s_after_candidate (job);
     return 0;
 }
 
 //  --- checks ---
 
-//  One check queued in a slot: which arg, and against what.
+//  One queued check: which arg, and against what.
 typedef struct {
     uint32_t arg;               //  task arg
     bool input;                 //  bitwise against regeneration (else tolerance vs expected)
@@ -927,14 +892,14 @@ typedef struct {
 
 //  Fetch WINDOW elements from first and describe the failure as mismatches.
 static void
-s_describe (job_t *job, const check_t *check, uint32_t s, uint32_t trial, uint64_t first,
-            const char *phase)
+s_describe (job_t *job, const check_t *check, uint32_t s, uint32_t trial, uint64_t first)
 {
-    cuda_exec_t *ex = job->ex;
     const cuda_plan_t *plan = job->plan;
     const cuda_plan_arg_t *arg = &plan->args [check->arg];
     const cuda_plan_size_t *size = &plan->sizes [s];
     size_t esize = common_dtype_size (arg->dtype);
+    if (first >= size->count [check->arg])
+        return;
     uint64_t n = size->count [check->arg] - first;
     if (n > WINDOW)
         n = WINDOW;
@@ -942,7 +907,6 @@ s_describe (job_t *job, const check_t *check, uint32_t s, uint32_t trial, uint64
     memset (got, 0, sizeof got);
     memset (want, 0, sizeof want);
     //  Pageable host memory only: nothing a kernel can address.
-    s_use (ex, CTX_CAND);
     cuMemcpyDtoH (got, job->cand [check->arg] + first * esize, n * esize);
     if (check->input) {
         uint64_t stream = s_stream_id (size->index, trial, check->arg);
@@ -951,8 +915,7 @@ s_describe (job_t *job, const check_t *check, uint32_t s, uint32_t trial, uint64
                               common_init_value (&arg->init, plan->seed, stream, first + i));
     }
     else {
-        s_use (ex, CTX_CHECK);
-        CUdeviceptr expected = arg->kind == ARG_INOUT? job->in [check->arg]: job->out [check->arg];
+        CUdeviceptr expected = arg->kind == ARG_INOUT? job->rin [check->arg]: job->rout [check->arg];
         cuMemcpyDtoH (want, expected + first * esize, n * esize);
     }
     common_compare_t cmp;
@@ -970,56 +933,68 @@ s_describe (job_t *job, const check_t *check, uint32_t s, uint32_t trial, uint64
                   (unsigned long long) (first + cmp.first [0].index), cmp.first [0].expected,
                   cmp.first [0].got);
     }
-    (void) phase;
 }
 
-//  Compare the candidate's outputs (and, with inputs, its inputs) for
-//  size s after a run on set trial; sets status incorrect on failure.
+//  Queue the input checks (bitwise against regeneration) of size s, trial.
 static int
-s_check (job_t *job, uint32_t s, uint32_t trial, bool inputs, const char *phase)
+s_queue_input_checks (job_t *job, uint32_t s, uint32_t trial, check_t *checks, uint32_t *n)
 {
-    cuda_exec_t *ex = job->ex;
     const cuda_plan_t *plan = job->plan;
     const cuda_plan_size_t *size = &plan->sizes [s];
-    check_t checks [MAX_ARGS];
-    uint32_t n = 0;
-    CK (job, WHO_US, s_use (ex, CTX_CHECK), "cuCtxSetCurrent");
-    CUstream st = ex->stream [CTX_CHECK];
-    CK (job, WHO_US, cuMemsetD8Async (job->slots, 0, job->nslots * sizeof (cuda_kernels_check_t), st),
-        "memset");
     for (uint32_t a = 0; a < plan->nargs; a++) {
         const cuda_plan_arg_t *arg = &plan->args [a];
         uint64_t count = size->count [a];
-        if (arg->kind == ARG_SCALAR || count == 0 || (arg->kind == ARG_INPUT && !inputs))
+        if (arg->kind != ARG_INPUT || count == 0)
             continue;
-        //  The candidate's buffer comes over into the check context; its
-        //  kernels have finished (its stream was synchronised).
-        CK (job, WHO_US, cuMemcpyPeerAsync (job->scratch, ex->ctx [CTX_CHECK], job->cand [a],
-                                            ex->ctx [CTX_CAND], size->bytes [a], st), "copying outputs");
-        CUdeviceptr slot = job->slots + n * sizeof (cuda_kernels_check_t);
-        int dt = (int) arg->dtype;
-        if (arg->kind == ARG_INPUT) {
-            int dist = (int) arg->init.dist;
-            double p0 = arg->init.p0, p1 = arg->init.p1;
-            uint64_t seed = plan->seed, stream = s_stream_id (size->index, trial, a);
-            void *params [] = { &job->scratch, &count, &dt, &dist, &p0, &p1, &seed, &stream, &slot };
-            CK (job, WHO_US, s_internal (ex, ex->k_check_gen, count, params), "kgym_check_gen");
-        }
-        else {
-            CUdeviceptr expected = arg->kind == ARG_INOUT? job->in [a]: job->out [a];
-            double atol = plan->atol, rtol = plan->rtol;
-            void *params [] = { &expected, &job->scratch, &count, &dt, &atol, &rtol, &slot };
-            CK (job, WHO_US, s_internal (ex, ex->k_compare, count, params), "kgym_compare");
-        }
-        checks [n].arg = a;
-        checks [n].input = arg->kind == ARG_INPUT;
-        n++;
+        CUdeviceptr slot = job->slots + *n * sizeof (cuda_kernels_check_t);
+        int dt = (int) arg->dtype, dist = (int) arg->init.dist;
+        double p0 = arg->init.p0, p1 = arg->init.p1;
+        uint64_t seed = plan->seed, stream = s_stream_id (size->index, trial, a);
+        void *params [] = { &job->cand [a], &count, &dt, &dist, &p0, &p1, &seed, &stream, &slot };
+        CK (job, WHO_US, s_internal (job->ex, job->trusted.k.check_gen, count, params), "kgym_check_gen");
+        checks [*n].arg = a;
+        checks [*n].input = true;
+        (*n)++;
     }
+    return 0;
+}
+
+//  Queue the output (and inout) comparisons against the reference's.
+static int
+s_queue_output_checks (job_t *job, uint32_t s, check_t *checks, uint32_t *n)
+{
+    const cuda_plan_t *plan = job->plan;
+    const cuda_plan_size_t *size = &plan->sizes [s];
+    for (uint32_t a = 0; a < plan->nargs; a++) {
+        const cuda_plan_arg_t *arg = &plan->args [a];
+        uint64_t count = size->count [a];
+        if ((arg->kind != ARG_OUTPUT && arg->kind != ARG_INOUT) || count == 0)
+            continue;
+        CUdeviceptr slot = job->slots + *n * sizeof (cuda_kernels_check_t);
+        CUdeviceptr expected = arg->kind == ARG_INOUT? job->rin [a]: job->rout [a];
+        int dt = (int) arg->dtype;
+        double atol = plan->atol, rtol = plan->rtol;
+        void *params [] = { &expected, &job->cand [a], &count, &dt, &atol, &rtol, &slot };
+        CK (job, WHO_US, s_internal (job->ex, job->trusted.k.compare, count, params), "kgym_compare");
+        checks [*n].arg = a;
+        checks [*n].input = false;
+        (*n)++;
+    }
+    return 0;
+}
+
+//  Read the queued checks; incorrect (with mismatches) when one failed.
+static int
+s_evaluate (job_t *job, uint32_t s, uint32_t trial, const check_t *checks, uint32_t n,
+            const char *phase)
+{
+    const cuda_plan_t *plan = job->plan;
+    const cuda_plan_size_t *size = &plan->sizes [s];
     if (n == 0)
         return 0;
-    cuda_kernels_check_t res [MAX_ARGS];
-    CK (job, WHO_US, cuMemcpyDtoHAsync (res, job->slots, n * sizeof res [0], st), "reading checks");
-    CK (job, WHO_US, cuStreamSynchronize (st), "checking outputs");
+    cuda_kernels_check_t res [MAX_ARGS + 1];
+    CK (job, WHO_US, cuMemcpyDtoHAsync (res, job->slots, n * sizeof res [0], job->ex->stream), "reading checks");
+    CK (job, WHO_US, cuStreamSynchronize (job->ex->stream), "checking");
     for (uint32_t k = 0; k < n; k++) {
         double max_abs, max_rel;
         memcpy (&max_abs, &res [k].max_abs_bits, 8);
@@ -1044,53 +1019,66 @@ s_check (job_t *job, uint32_t s, uint32_t trial, bool inputs, const char *phase)
                     "inout": "output", arg->name, phase, size->index, trial,
                     (unsigned long long) res [k].bad, (unsigned long long) size->count [checks [k].arg],
                     plan->atol, plan->rtol);
-        s_describe (job, &checks [k], s, trial, ~res [k].first_inv, phase);
+        s_describe (job, &checks [k], s, trial, ~res [k].first_inv);
         return -1;
     }
     return 0;
 }
 
-//  One correctness trial: fresh set, reference, candidate, full check.
+//  Expected outputs leave the device before the candidate runs again.
 static int
-s_trial (job_t *job, uint32_t s, uint32_t trial, const char *phase)
-{
-    if (s_prepare (job, s, trial, false))
-        return -1;
-    if (s_run (job, PLAN_REFERENCE, s, false, NULL))
-        return -1;
-    if (s_run (job, PLAN_CANDIDATE, s, false, NULL))
-        return -1;
-    return s_check (job, s, trial, true, phase);
-}
-
-//  One timed pair on a fresh set: candidate and baseline (or reference) in
-//  alternating order, then the candidate's outputs checked.
-static int
-s_timed (job_t *job, uint32_t s, uint32_t trial, uint32_t r, bool record)
+s_scrub_expected (job_t *job, uint32_t s)
 {
     const cuda_plan_t *plan = job->plan;
-    if (s_prepare (job, s, trial, plan->has_baseline))
-        return -1;
-    double us_cand = 0, us_base = 0;
-    for (int half = 0; half < 2; half++) {
-        bool candidate_turn = (half == 0) == (r % 2 == 0);
-        if (candidate_turn) {
-            if (s_run (job, PLAN_CANDIDATE, s, true, &us_cand))
-                return -1;
-        }
-        else if (plan->has_baseline) {
-            if (s_run (job, PLAN_REFERENCE, s, false, NULL) || s_run (job, PLAN_BASELINE, s, true, &us_base))
-                return -1;
-        }
-        else if (s_run (job, PLAN_REFERENCE, s, true, &us_base))
-            return -1;
+    const cuda_plan_size_t *size = &plan->sizes [s];
+    for (uint32_t a = 0; a < plan->nargs; a++) {
+        common_arg_kind_t kind = plan->args [a].kind;
+        if ((kind != ARG_OUTPUT && kind != ARG_INOUT) || size->bytes [a] == 0)
+            continue;
+        CUdeviceptr ptr = kind == ARG_INOUT? job->rin [a]: job->rout [a];
+        CK (job, WHO_US, cuMemsetD8Async (ptr, 0, size->bytes [a], job->ex->stream), "scrubbing");
     }
-    if (record) {
+    return 0;
+}
+
+typedef enum { SET_CHECK, SET_WARMUP, SET_TIMED } set_mode_t;
+
+//  One input set: the candidate first, then (freshly loaded) checks, the
+//  reference (timed when there is no baseline) and the baseline, the
+//  comparison, and the scrub of the expected outputs.
+static int
+s_set (job_t *job, uint32_t s, uint32_t trial, set_mode_t mode, const char *phase)
+{
+    const cuda_plan_t *plan = job->plan;
+    bool timed = mode != SET_CHECK;
+    double us_cand = 0, us_base = 0;
+    check_t checks [MAX_ARGS + 1];
+    uint32_t n = 0;
+    if (!job->fresh && s_trusted_load (job, false))
+        return -1;
+    if (s_prepare (job, PLAN_CANDIDATE, s, trial)
+    ||  s_run (job, PLAN_CANDIDATE, s, timed, &us_cand))
+        return -1;
+    CK (job, WHO_US, cuMemsetD8Async (job->slots, 0, job->nslots * sizeof (cuda_kernels_check_t),
+                                      job->ex->stream), "memset");
+    if (mode == SET_CHECK && s_queue_input_checks (job, s, trial, checks, &n))
+        return -1;
+    if (s_prepare (job, PLAN_REFERENCE, s, trial)
+    ||  s_run (job, PLAN_REFERENCE, s, timed && !plan->has_baseline, &us_base))
+        return -1;
+    if (timed && plan->has_baseline
+    &&  (s_prepare (job, PLAN_BASELINE, s, trial) || s_run (job, PLAN_BASELINE, s, true, &us_base)))
+        return -1;
+    if (s_queue_output_checks (job, s, checks, &n)
+    ||  s_evaluate (job, s, trial, checks, n, phase)
+    ||  s_scrub_expected (job, s))
+        return -1;
+    if (mode == SET_TIMED) {
         job->samples [0][job->nsamples] = us_cand;
         job->samples [1][job->nsamples] = us_base;
         job->nsamples++;
     }
-    return s_check (job, s, trial, false, record? "timed run": "warm-up");
+    return 0;
 }
 
 static json_t *
@@ -1106,6 +1094,7 @@ json_t *
 cuda_exec_run (cuda_exec_t *self, const cuda_plan_t *plan,
                const uint8_t *const images [3], const size_t sizes [3], bool *fatal)
 {
+    (void) sizes;
     double t0 = cuda_now ();
     job_t job;
     memset (&job, 0, sizeof job);
@@ -1115,12 +1104,14 @@ cuda_exec_run (cuda_exec_t *self, const cuda_plan_t *plan,
     job.mismatches = json_array ();
     job.samples [0] = calloc (plan->timed + 1, sizeof (double));
     job.samples [1] = calloc (plan->timed + 1, sizeof (double));
+    for (int p = 0; p < CUDA_PLAN_PROGS; p++)
+        job.images [p] = images [p];
     double t_load = 0, t_check = 0, t_time = 0;
     if (!job.mismatches || !job.samples [0] || !job.samples [1]) {
         s_fail (&job, STATUS_INTERNAL_ERROR, false, "out of memory");
         goto done;
     }
-    if (!self->have_ctx) {
+    if (!self->have_ctx || cuCtxSetCurrent (self->ctx) != CUDA_SUCCESS) {
         s_fail (&job, STATUS_INTERNAL_ERROR, true, "runner was not initialised");
         goto done;
     }
@@ -1128,51 +1119,48 @@ cuda_exec_run (cuda_exec_t *self, const cuda_plan_t *plan,
         s_fail (&job, STATUS_INTERNAL_ERROR, false, "job without its module images");
         goto done;
     }
-    if (s_load_modules (&job, images, sizes) || s_alloc_job (&job))
+    //  Trusted code first (validated once), then the candidate's module,
+    //  which stays loaded for the whole job: state it keeps between
+    //  launches meets fresh inputs every time.
+    if (s_trusted_load (&job, true) || s_load_candidate (&job) || s_alloc_job (&job))
         goto done;
     t_load = cuda_now () - t0;
 
-    //  Correctness: every size, every trial, fresh inputs each time.
     for (uint32_t s = 0; s < plan->nsizes && job.status == STATUS_OK; s++)
         for (uint32_t t = 0; t < plan->trials && job.status == STATUS_OK; t++)
-            s_trial (&job, s, t, "correctness");
+            s_set (&job, s, t, SET_CHECK, "correctness");
     t_check = cuda_now () - t0 - t_load;
 
     if (job.status == STATUS_OK && !plan->check_only) {
         uint32_t ts = plan->timing_size;
         for (uint32_t w = 0; w < plan->warmup && job.status == STATUS_OK; w++)
-            s_timed (&job, ts, TRIAL_WARMUP + w, w, false);
+            s_set (&job, ts, TRIAL_WARMUP + w, SET_WARMUP, "warm-up");
         for (uint32_t r = 0; r < plan->timed && job.status == STATUS_OK; r++)
-            s_timed (&job, ts, TRIAL_TIMED + r, r, true);
+            s_set (&job, ts, TRIAL_TIMED + r, SET_TIMED, "timed run");
         //  A kernel that changes behaviour after many runs is caught here.
         if (job.status == STATUS_OK)
-            s_trial (&job, ts, TRIAL_FINAL, "re-check after timing");
+            s_set (&job, ts, TRIAL_FINAL, SET_CHECK, "re-check after timing");
         t_time = cuda_now () - t0 - t_load - t_check;
     }
 
 done:
-    if (job.mod [PLAN_CANDIDATE]) {
-        s_use (self, CTX_CAND);
-        cuModuleUnload (job.mod [PLAN_CANDIDATE]);
-    }
-    for (int p = PLAN_REFERENCE; p <= PLAN_BASELINE; p++)
-        if (job.mod [p] && !job.mod_cached [p]) {
-            s_use (self, CTX_CHECK);
-            cuModuleUnload (job.mod [p]);
-        }
-    if (!job.fatal)
+    if (!job.fatal) {
+        if (job.cand_mod)
+            cuModuleUnload (job.cand_mod);
+        s_trusted_unload (&job, &job.trusted);
         s_free_job (&job);
-    for (int p = 0; p < CUDA_PLAN_PROGS; p++)
-        free (job.fn [p]);
+    }
+    free (job.cand_fn);
     *fatal = job.fatal;
-    json_t *result = json_pack ("{s:s, s:s, s:b, s:f, s:f, s:I, s:o, s:o, s:o, s:{s:f, s:f, s:f, s:f}, s:I}",
+    json_t *result = json_pack ("{s:s, s:s, s:b, s:f, s:f, s:I, s:o, s:o, s:o, s:{s:f, s:f, s:f, s:f}, s:I, s:i, s:b}",
         "status", worker_status_name (job.status), "message", job.message, "fatal", job.fatal,
         "max_abs", job.max_abs, "max_rel", job.max_rel, "bad", (json_int_t) job.bad,
         "mismatches", job.mismatches? job.mismatches: json_array (),
         "candidate_us", s_samples (job.samples [0], job.status == STATUS_OK? job.nsamples: 0),
         "baseline_us", s_samples (job.samples [1], job.status == STATUS_OK? job.nsamples: 0),
         "phases", "load_s", t_load, "check_s", t_check, "time_s", t_time, "total_s", cuda_now () - t0,
-        "static_bytes", (json_int_t) job.static_bytes);
+        "static_bytes", (json_int_t) job.static_bytes, "reloads", (int) job.reloads,
+        "reload", plan->reload);
     if (result && job.error_name [0])
         json_object_set_new (result, "error", json_string (job.error_name));
     free (job.samples [0]);
@@ -1180,60 +1168,46 @@ done:
     return result;
 }
 
+//  Can a kernel read or write the code of a device function through the
+//  function's address? Decides how much reload protects (docs/cuda.md).
+static const char *s_probe_fn [] = { "kg_probe", "kg_read", "kg_write" };
+
 json_t *
-cuda_exec_selftest (cuda_exec_t *self)
+cuda_exec_selftest (cuda_exec_t *self, const uint8_t *image)
 {
-    bool peer_ok = false;
-    const char *cross = "not run";
-    CUresult rc;
-    CUdeviceptr victim = 0, mine = 0;
+    const char *steps [3] = { "not run", "not run", "not run" };
+    unsigned long long host [4] = { 0, 0, 5, 0 };
+    CUdeviceptr buf = 0;
     CUmodule mod = NULL;
-    CUfunction fill = NULL;
-    char detail [200] = "";
-    if (!self->have_ctx || !self->image) {
+    char detail [160] = "";
+    CUresult rc;
+    if (!self->have_ctx || !image || cuCtxSetCurrent (self->ctx) != CUDA_SUCCESS) {
         snprintf (detail, sizeof detail, "not initialised");
         goto done;
     }
-    //  A check-context buffer, and a peer copy of it into the candidate context.
-    s_use (self, CTX_CHECK);
-    if ((rc = cuMemAlloc (&victim, 4096)) != CUDA_SUCCESS
-    ||  (rc = cuMemsetD32 (victim, 0x12345678u, 1024)) != CUDA_SUCCESS) {
-        snprintf (detail, sizeof detail, "check alloc: %s", s_cu_name (rc));
+    if ((rc = cuModuleLoadData (&mod, image)) != CUDA_SUCCESS
+    ||  (rc = cuMemAlloc (&buf, sizeof host)) != CUDA_SUCCESS
+    ||  (rc = cuMemcpyHtoD (buf, host, sizeof host)) != CUDA_SUCCESS) {
+        snprintf (detail, sizeof detail, "setup: %s", s_cu_name (rc));
         goto done;
     }
-    s_use (self, CTX_CAND);
-    uint32_t back = 0;
-    if ((rc = cuMemAlloc (&mine, 4096)) == CUDA_SUCCESS
-    &&  (rc = cuMemcpyPeer (mine, self->ctx [CTX_CAND], victim, self->ctx [CTX_CHECK], 4096)) == CUDA_SUCCESS
-    &&  (rc = cuMemcpyDtoH (&back, mine, 4)) == CUDA_SUCCESS)
-        peer_ok = back == 0x12345678u;
-    //  Our fill kernel, loaded into the candidate context and aimed at the
-    //  check context's buffer, as a hostile kernel that learnt the address
-    //  would: it must fault and leave the buffer as it was.
-    if ((rc = cuModuleLoadData (&mod, self->image)) != CUDA_SUCCESS
-    ||  (rc = cuModuleGetFunction (&fill, mod, "kgym_fill")) != CUDA_SUCCESS) {
-        snprintf (detail, sizeof detail, "load in candidate context: %s", s_cu_name (rc));
-        goto done;
+    for (int i = 0; i < 3; i++) {
+        CUfunction fn;
+        if ((rc = cuModuleGetFunction (&fn, mod, s_probe_fn [i])) != CUDA_SUCCESS) {
+            steps [i] = s_cu_name (rc);
+            break;
+        }
+        void *params [] = { &buf };
+        rc = cuLaunchKernel (fn, 1, 1, 1, 1, 1, 1, 0, self->stream, params, NULL);
+        if (rc == CUDA_SUCCESS)
+            rc = cuStreamSynchronize (self->stream);
+        steps [i] = rc == CUDA_SUCCESS? "succeeded": s_cu_name (rc);
+        if (rc != CUDA_SUCCESS)
+            break;          //  the context is gone
+        cuMemcpyDtoH (host, buf, sizeof host);
     }
-    uint64_t count = 1024, seed = 1, stream = 1;
-    int dt = DTYPE_F32, dist = INIT_ONES;
-    double p0 = 0, p1 = 1;
-    void *params [] = { &victim, &count, &dt, &dist, &p0, &p1, &seed, &stream };
-    rc = cuLaunchKernel (fill, 4, 1, 1, 256, 1, 1, 0, self->stream [CTX_CAND], params, NULL);
-    if (rc == CUDA_SUCCESS)
-        rc = cuStreamSynchronize (self->stream [CTX_CAND]);
-    cross = rc == CUDA_SUCCESS? "succeeded": s_cu_name (rc);
-done:;
-    uint32_t after = 0;
-    CUresult read_rc = CUDA_ERROR_NOT_INITIALIZED;
-    if (victim) {
-        s_use (self, CTX_CHECK);
-        read_rc = cuMemcpyDtoH (&after, victim, 4);
-    }
-    return json_pack ("{s:b, s:s, s:b, s:s, s:I, s:s}", "peer_copy_ok", peer_ok,
-                      "cross_context_write", cross,
-                      "isolated", strcmp (cross, "succeeded") != 0
-                                  && (read_rc != CUDA_SUCCESS || after == 0x12345678u),
-                      "detail", detail, "victim_word", (json_int_t) after,
-                      "check_context_after", read_rc == CUDA_SUCCESS? "readable": s_cu_name (read_rc));
+done:
+    return json_pack ("{s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "call", steps [0], "code_read", steps [1],
+                      "code_write", steps [2], "detail", detail, "fn_address", (json_int_t) host [0],
+                      "call_result", (json_int_t) host [1], "code_word", (json_int_t) host [3]);
 }

@@ -1,26 +1,24 @@
 /*  cuda_exec - runs one plan on the GPU: generate, check, time (runner side).
 
-    Two contexts on one device, because a kernel can reach any device
-    memory of its own context and none of another's:
-      check context  (primary): our generator and comparison kernels, the
-                     reference and baseline modules, inputs, expected
-                     outputs, the comparison scratch;
-      candidate ctx  (created): the candidate's module and its own copy of
-                     every tensor, nothing else. Its buffers are filled by
-                     peer copies and driver memsets, never by our code
-                     running in its context, so nothing the candidate
-                     corrupts there can fake a check.
-    Per trial: inputs generated on the GPU from (seed, size, trial, arg),
-    outputs poisoned (NaN, or random bits for integers), reference and
-    candidate run, every output and inout compared in the check context,
-    every input checked bit for bit against a regeneration. Timing: warm-
-    up, then candidate and baseline (or reference) interleaved, L2 flushed
-    before each, CUDA events around each; every timed run gets fresh inputs
-    whose expected outputs the reference computes in the check context, and
-    every timed output is checked. The candidate's module stays loaded for
-    the whole job. Any CUDA error in the candidate's context marks the
-    result fatal: the runner answers and exits (sticky errors poison the
-    process).
+    One context per runner. A kernel can reach every device allocation of
+    its process (two contexts of one process share the GPU address space:
+    measured on the H200), so what keeps answers from the candidate is the
+    order of work. For every input set: inputs generated on the GPU from
+    (seed, size, trial, arg) into the candidate's buffers, outputs poisoned
+    (NaN, or random bits for integers); the candidate runs and finishes;
+    then its inputs are checked bit for bit against a regeneration, the
+    reference's inputs are generated again, the reference computes the
+    expected outputs (timed when there is no baseline; the baseline is
+    timed after it otherwise), every output and inout is compared, and the
+    expected outputs are scrubbed before the candidate runs again. Timing:
+    warm-up, then every timed run on a fresh set, L2 flushed before each
+    timed launch sequence, CUDA events around it, every timed output
+    checked, one more full check after timing. The candidate's module stays
+    loaded for the whole job. With plan->reload (the default) our kernels,
+    the reference and the baseline are loaded afresh after every candidate
+    run, so device code a candidate might have overwritten never runs. Any
+    CUDA error once candidate code has run marks the result fatal: the
+    runner answers and exits (sticky errors poison the process).
 */
 #ifndef CUDA_EXEC_H
 #define CUDA_EXEC_H
@@ -59,7 +57,7 @@ void cuda_exec_destroy (cuda_exec_t **self_p);
 const cuda_exec_device_t *cuda_exec_device (cuda_exec_t *self);
 json_t *cuda_exec_device_json (const cuda_exec_device_t *dev);
 
-//  Create the two contexts and load the internal module (a cubin of
+//  Create the context and load the internal module (a cubin of
 //  cuda_kernels_source). 0, or -1 with a reason.
 int cuda_exec_init (cuda_exec_t *self, const uint8_t *image, size_t size, char *err, size_t errlen);
 
@@ -69,9 +67,10 @@ int cuda_exec_init (cuda_exec_t *self, const uint8_t *image, size_t size, char *
 json_t *cuda_exec_run (cuda_exec_t *self, const cuda_plan_t *plan,
                        const uint8_t *const images [3], const size_t sizes [3], bool *fatal);
 
-//  Prove the contexts are isolated: a kernel in the candidate context
-//  writing to a check-context allocation must fault. Leaves the process
-//  unusable. Returns {"peer_copy_ok", "cross_context_write", "isolated"}.
-json_t *cuda_exec_selftest (cuda_exec_t *self);
+//  Probe whether a kernel can read and write device code through a
+//  function's address (image: cubin of cuda_kernels_selftest_source).
+//  May leave the process unusable. Returns {"call", "code_read",
+//  "code_write", ...}, each "succeeded" or the CUDA error.
+json_t *cuda_exec_selftest (cuda_exec_t *self, const uint8_t *image);
 
 #endif

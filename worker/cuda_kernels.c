@@ -264,6 +264,24 @@ static const char s_kernels [] =
 "    kg_reduce (res, bad, first_inv, 0.0, 0.0);\n"
 "}\n";
 
+const char cuda_kernels_selftest_source [] =
+    "__device__ __noinline__ unsigned long long kg_target (unsigned long long x) { return 3 * x + 1; }\n"
+    "extern \"C\" __global__ void kg_probe (unsigned long long *out)\n"
+    "{\n"
+    "    unsigned long long (*fp) (unsigned long long) = kg_target;\n"
+    "    out [0] = (unsigned long long) fp;\n"
+    "    out [1] = fp (out [2]);\n"
+    "}\n"
+    "extern \"C\" __global__ void kg_read (unsigned long long *out)\n"
+    "{\n"
+    "    out [3] = *(const volatile unsigned int *) out [0];\n"
+    "}\n"
+    "extern \"C\" __global__ void kg_write (unsigned long long *out)\n"
+    "{\n"
+    "    volatile unsigned int *code = (volatile unsigned int *) out [0];\n"
+    "    *code = *code;\n"
+    "}\n";
+
 static char *s_source;
 static pthread_once_t s_once = PTHREAD_ONCE_INIT;
 

@@ -32,6 +32,10 @@ const char *cuda_kernels_source (void);
 //  NVRTC options for it (NULL-terminated).
 extern const char *const cuda_kernels_options [];
 
+//  The self-test probe (kg_probe, kg_read, kg_write): may a kernel read or
+//  write device code through a function's address? See cuda_exec_selftest.
+extern const char cuda_kernels_selftest_source [];
+
 //  The philox header text, generated from common/common_philox.h.
 extern const char cuda_kernels_philox [];
 

@@ -1,6 +1,6 @@
-/*  cuda_msg - length-prefixed messages between worker_cuda and kgym-cuda-runner.
+/*  cuda_msg - length-prefixed messages between the worker and its CUDA helpers.
 
-    One SOCK_STREAM socketpair per runner. A message is a 16-byte header
+    One SOCK_STREAM socketpair per kgym-cuda-runner or kgym-nvrtc process. A message is a 16-byte header
     (magic "KGCU", type, number of parts, reserved), one 8-byte length per
     part, then the parts' bytes. Part 0 is JSON text (the runner host code
     and the supervisor are both ours); further parts are binary (cubins,
@@ -12,9 +12,9 @@
         worker  -> runner   INIT     {} + internal module image
         worker  -> runner   JOB      plan + candidate, reference, baseline images
         runner  -> worker   RESULT   outcome
-        worker  -> runner   COMPILE  {name, arch, options, lang} + source   (compile mode)
-        runner  -> worker   COMPILED {status, log} + cubin                   (compile mode)
-        worker  -> runner   SELFTEST {} -> RESULT {isolated, ...}, then the runner exits
+        worker  -> nvrtc    COMPILE  {name, arch, options} + source
+        nvrtc   -> worker   COMPILED {status, log | error} + cubin
+        worker  -> runner   SELFTEST {} + probe cubin -> RESULT {code_read, code_write}, runner exits
         worker  -> runner   EXIT
 */
 #ifndef CUDA_MSG_H

@@ -205,6 +205,7 @@ cuda_plan_to_json (const cuda_plan_t *plan)
     json_object_set_new (root, "has_baseline", json_boolean (plan->has_baseline));
     json_object_set_new (root, "candidate_ptx", json_boolean (plan->candidate_ptx));
     json_object_set_new (root, "heap_bytes", s_u64 (plan->heap_bytes));
+    json_object_set_new (root, "reload", json_boolean (plan->reload));
     for (int p = 0; p < CUDA_PLAN_PROGS; p++)
         json_array_append_new (keys, json_string (plan->keys [p]));
     json_object_set_new (root, "keys", keys);
@@ -332,6 +333,7 @@ cuda_plan_from_json (json_t *json, char *err, size_t errlen)
     self->check_only = json_is_true (json_object_get (json, "check_only"));
     self->has_baseline = json_is_true (json_object_get (json, "has_baseline"));
     self->candidate_ptx = json_is_true (json_object_get (json, "candidate_ptx"));
+    self->reload = json_is_true (json_object_get (json, "reload"));
     for (int p = 0; p < CUDA_PLAN_PROGS; p++) {
         const char *key = json_string_value (json_array_get (keys, (size_t) p));
         snprintf (self->keys [p], sizeof self->keys [p], "%s", key? key: "");
@@ -448,9 +450,9 @@ cuda_plan_max_workspace (const cuda_plan_t *plan, cuda_plan_prog_t prog)
 uint64_t
 cuda_plan_device_bytes (const cuda_plan_t *plan)
 {
-    //  Checking context: inputs, expected outputs, baseline copies, one
-    //  scratch; candidate context: its own copy of every tensor.
-    uint64_t total = 0, largest = 0;
+    //  The candidate's copy of every tensor, the reference's, and the
+    //  baseline's inouts and outputs.
+    uint64_t total = 0;
     for (uint32_t a = 0; a < plan->nargs; a++) {
         if (plan->args [a].kind == ARG_SCALAR)
             continue;
@@ -458,10 +460,7 @@ cuda_plan_device_bytes (const cuda_plan_t *plan)
         total += 2 * b;
         if (plan->has_baseline && plan->args [a].kind != ARG_INPUT)
             total += b;
-        if (b > largest)
-            largest = b;
     }
-    total += largest;
     total += cuda_plan_max_workspace (plan, PLAN_CANDIDATE) + cuda_plan_max_workspace (plan, PLAN_REFERENCE)
            + cuda_plan_max_workspace (plan, PLAN_BASELINE);
     return total;

@@ -71,7 +71,8 @@ typedef struct {
     bool has_baseline;              //  else the reference is timed
     bool candidate_ptx;             //  candidate image is PTX
     char keys [CUDA_PLAN_PROGS][65];//  cache keys of the images (reuse of loaded modules)
-    uint64_t heap_bytes;            //  device malloc heap of the candidate's context
+    uint64_t heap_bytes;            //  device malloc heap (bytes)
+    bool reload;                    //  reload trusted modules after every candidate run
     cuda_plan_arg_t args [CUDA_PLAN_MAX_ARGS];
     uint32_t nargs;                 //  entries
     cuda_plan_size_t *sizes;        //  owned

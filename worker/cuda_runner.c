@@ -194,11 +194,11 @@ s_serve_loop (int fd, cuda_exec_t *exec)
             continue;
         }
         if (msg.type == CUDA_MSG_SELFTEST) {
-            json_t *reply = cuda_exec_selftest (exec);
+            json_t *reply = cuda_exec_selftest (exec, msg.nparts >= 2 && msg.size [1]? msg.part [1]: NULL);
             cuda_msg_send_json (fd, CUDA_MSG_RESULT, reply, 0, NULL, NULL);
             json_decref (reply);
             cuda_msg_free (&msg);
-            return 0;                       //  the self-test leaves a faulted context
+            return 0;                       //  the self-test may leave a faulted context
         }
         if (msg.type != CUDA_MSG_JOB || msg.nparts < 3) {
             cuda_msg_free (&msg);

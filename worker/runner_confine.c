@@ -336,25 +336,27 @@ runner_confine (const runner_confine_opts_t *opts, char *caps, size_t capslen,
     s_caps_add (caps, capslen, "\"netns\":%s,", netns? "true": "false");
 
     //  rlimits: a failure here is a bug or a hostile parent: always fatal.
+    //  No core files, ever (they would hold device data mapped in the process).
+    if (s_rlimit (RLIMIT_CORE, 0)) {
+        s_err (err, errlen, "setrlimit core: %s", strerror (errno));
+        return -1;
+    }
     struct { int resource; uint64_t value; const char *name; } limits [] = {
-        { RLIMIT_CORE,   1,                                       "core" },
-        { RLIMIT_AS,     opts->rlimit_as,                         "rlimit_as" },
-        { RLIMIT_CPU,    opts->rlimit_cpu,                        "rlimit_cpu" },
-        { RLIMIT_FSIZE,  opts->rlimit_fsize,                      "rlimit_fsize" },
-        { RLIMIT_NOFILE, opts->rlimit_nofile,                     "nofile" },
-        { RLIMIT_NPROC,  opts->rlimit_nproc,                      "nproc" },
+        { RLIMIT_AS,     opts->rlimit_as,     "rlimit_as" },
+        { RLIMIT_CPU,    opts->rlimit_cpu,    "rlimit_cpu" },
+        { RLIMIT_FSIZE,  opts->rlimit_fsize,  "rlimit_fsize" },
+        { RLIMIT_NOFILE, opts->rlimit_nofile, "nofile" },
+        { RLIMIT_NPROC,  opts->rlimit_nproc,  "nproc" },
     };
     for (size_t i = 0; i < sizeof limits / sizeof limits [0]; i++) {
         if (limits [i].value == 0)
             continue;
-        uint64_t value = limits [i].resource == RLIMIT_CORE? 0: limits [i].value;
-        if (s_rlimit (limits [i].resource, value)) {
+        if (s_rlimit (limits [i].resource, limits [i].value)) {
             s_err (err, errlen, "setrlimit %s: %s", limits [i].name, strerror (errno));
             return -1;
         }
-        if (limits [i].resource != RLIMIT_CORE)
-            s_caps_add (caps, capslen, "\"%s\":%llu,", limits [i].name,
-                        (unsigned long long) value);
+        s_caps_add (caps, capslen, "\"%s\":%llu,", limits [i].name,
+                    (unsigned long long) limits [i].value);
     }
 
     bool landlock = false;

@@ -7,7 +7,7 @@
         worker_nvrtc (cached in worker_cache, each compile in its own
         confined, time-limited subprocess);
       - execute: the plan and the three images go to a long-lived
-        kgym-cuda-runner for this GPU (cuda_runner: two contexts, inputs
+        kgym-cuda-runner for this GPU (cuda_runner/cuda_exec: candidate first, inputs
         generated on the GPU, checks and timing there), which answers with
         the outcome. A hang is killed after the job's timeout, a runner
         that reports a CUDA error exits; either way the next job gets a
@@ -72,9 +72,9 @@ typedef struct {
 
 void worker_cuda_stats (worker_cuda_t *self, worker_cuda_stats_t *stats);
 
-//  Ask a runner to prove that the candidate context cannot write the check
-//  context's memory (the runner is replaced afterwards). Returns the
-//  runner's report (new reference) or NULL.
+//  Ask a runner whether a kernel can read and write device code through a
+//  function's address (the runner is replaced afterwards). Returns its
+//  report {"call", "code_read", "code_write", ...} (new reference) or NULL.
 json_t *worker_cuda_selftest (worker_cuda_t *self);
 
 //  Without creating a backend: spawn a runner for device, read its HELLO,

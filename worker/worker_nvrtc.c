@@ -1,8 +1,9 @@
 /*  worker_nvrtc - CUDA C candidates into cubins with NVRTC, cached.
 
-    The caller's side (normalise, key, cache, spawn, wait, kill) and the
-    compile subprocess's side (worker_nvrtc_compile_here) live together so
-    the fixed flags and the key can never drift apart.
+    The caller's side: normalise, key, cache, spawn, wait, kill. The fixed
+    flags live here too (worker_nvrtc_flags, used by kgym-nvrtc), so flags
+    and key never drift apart. This file calls no NVRTC function directly:
+    the worker does not link NVRTC.
 */
 #include "worker_nvrtc.h"
 #include "common_hash.h"
@@ -10,6 +11,7 @@
 #include "cuda_proc.h"
 #include "kgym_config.h"
 #include <ctype.h>
+#include <dlfcn.h>
 #include <cuda.h>
 #include <jansson.h>
 #include <nvrtc.h>
@@ -198,14 +200,26 @@ worker_nvrtc_check_arch (const char *arch)
 static char s_version [32];
 static pthread_once_t s_version_once = PTHREAD_ONCE_INIT;
 
+//  nvrtcVersion through dlopen: the worker itself never links NVRTC (it
+//  runs on machines without the toolkit); only kgym-nvrtc does.
 static void
 s_read_version (void)
 {
+    snprintf (s_version, sizeof s_version, "unavailable");
+    char name [64], path [700];
+    snprintf (name, sizeof name, "libnvrtc.so.%d", CUDA_VERSION / 1000);
+    void *lib = dlopen (name, RTLD_LAZY | RTLD_LOCAL);
+    if (!lib) {
+        //  Not in the loader's path: the toolkit's lib64 beside its include dir.
+        snprintf (path, sizeof path, "%s/../lib64/%s", worker_nvrtc_include_dir (), name);
+        lib = dlopen (path, RTLD_LAZY | RTLD_LOCAL);
+    }
+    if (!lib)
+        return;
+    nvrtcResult (*version) (int *, int *) = (nvrtcResult (*) (int *, int *)) dlsym (lib, "nvrtcVersion");
     int major = 0, minor = 0;
-    if (nvrtcVersion (&major, &minor) == NVRTC_SUCCESS)
+    if (version && version (&major, &minor) == NVRTC_SUCCESS)
         snprintf (s_version, sizeof s_version, "%d.%d", major, minor);
-    else
-        snprintf (s_version, sizeof s_version, "unknown");
 }
 
 const char *
@@ -271,82 +285,28 @@ worker_nvrtc_key (const char *lang, const char *source, char *const *norm, size_
     return 0;
 }
 
-//  Keep the first WORKER_NVRTC_MAX_LOG bytes of a log.
-static char *
-s_trim_log (char *log)
+size_t
+worker_nvrtc_flags (const char *arch, char *const *norm, size_t nnorm,
+                    const char **opts, size_t max, char *storage, size_t storage_len)
 {
-    if (log && strlen (log) > WORKER_NVRTC_MAX_LOG) {
-        strcpy (log + WORKER_NVRTC_MAX_LOG - 16, "\n[truncated]\n");
-    }
-    return log;
-}
-
-int
-worker_nvrtc_compile_here (const char *name, const char *source, char *const *norm,
-                           size_t nnorm, const char *arch, uint8_t **cubin, size_t *size,
-                           char **log, char *err, size_t errlen)
-{
-    *cubin = NULL;
-    *size = 0;
-    *log = NULL;
     const char *include = worker_nvrtc_include_dir ();
-    char opt_arch [64], opt_inc [600], opt_cccl [620];
-    snprintf (opt_arch, sizeof opt_arch, "--gpu-architecture=%s", arch);
-    snprintf (opt_inc, sizeof opt_inc, "-I%s", include);
-    snprintf (opt_cccl, sizeof opt_cccl, "-I%s/cccl", include);
-    const char *opts [64];
-    size_t nopts = 0;
-    opts [nopts++] = opt_arch;
-    opts [nopts++] = opt_inc;
-    opts [nopts++] = opt_cccl;
-    if (!s_has_std (norm, nnorm))
-        opts [nopts++] = "--std=c++17";
-    for (size_t i = 0; i < nnorm && nopts < 64; i++)
-        opts [nopts++] = norm [i];
-
-    nvrtcProgram prog;
-    nvrtcResult rc = nvrtcCreateProgram (&prog, source, name, 0, NULL, NULL);
-    if (rc != NVRTC_SUCCESS) {
-        s_err (err, errlen, "nvrtcCreateProgram: %s", nvrtcGetErrorString (rc));
-        return -1;
-    }
-    nvrtcResult compiled = nvrtcCompileProgram (prog, (int) nopts, opts);
-    size_t log_size = 0;
-    if (nvrtcGetProgramLogSize (prog, &log_size) != NVRTC_SUCCESS)
-        log_size = 1;
-    *log = calloc (1, log_size + 1);
-    if (*log && log_size > 1)
-        nvrtcGetProgramLog (prog, *log);
-    s_trim_log (*log);
-    if (compiled == NVRTC_ERROR_COMPILATION) {
-        nvrtcDestroyProgram (&prog);
-        return 1;
-    }
-    if (compiled != NVRTC_SUCCESS) {
-        s_err (err, errlen, "nvrtcCompileProgram: %s", nvrtcGetErrorString (compiled));
-        nvrtcDestroyProgram (&prog);
-        return -1;
-    }
     size_t n = 0;
-    if (nvrtcGetCUBINSize (prog, &n) != NVRTC_SUCCESS || n == 0) {
-        s_err (err, errlen, "NVRTC produced no cubin for %s", arch);
-        nvrtcDestroyProgram (&prog);
-        return -1;
-    }
-    *cubin = malloc (n);
-    if (!*cubin || nvrtcGetCUBIN (prog, (char *) *cubin) != NVRTC_SUCCESS) {
-        free (*cubin);
-        *cubin = NULL;
-        s_err (err, errlen, "nvrtcGetCUBIN failed");
-        nvrtcDestroyProgram (&prog);
-        return -1;
-    }
-    *size = n;
-    nvrtcDestroyProgram (&prog);
-    return 0;
+    int a = snprintf (storage, storage_len, "--gpu-architecture=%s", arch);
+    int b = snprintf (storage + a + 1, storage_len - (size_t) a - 1, "-I%s", include);
+    int c = snprintf (storage + a + b + 2, storage_len - (size_t) (a + b) - 2, "-I%s/cccl", include);
+    if (a < 0 || b < 0 || c < 0 || (size_t) (a + b + c + 3) > storage_len || max < 4)
+        return 0;
+    opts [n++] = storage;
+    opts [n++] = storage + a + 1;
+    opts [n++] = storage + a + b + 2;
+    if (!s_has_std (norm, nnorm))
+        opts [n++] = "--std=c++17";
+    for (size_t i = 0; i < nnorm && n < max; i++)
+        opts [n++] = norm [i];
+    return n;
 }
 
-//  Ask a fresh kgym-cuda-runner --compile for the cubin.
+//  Ask a fresh kgym-nvrtc for the cubin.
 static int
 s_compile_in_child (const char *name, const char *source, char *const *norm, size_t nnorm,
                     const char *arch, double timeout_s, worker_nvrtc_result_t *result,

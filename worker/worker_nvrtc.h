@@ -5,7 +5,7 @@
     The compile itself never runs in the caller: worker_nvrtc_compile
     spawns kgym-nvrtc (cuda_compiler; confined: no network, nobody, no
     exec, no file writes, Landlock read-only view, CPU and memory rlimits),
-    which calls worker_nvrtc_compile_here and sends the cubin back; after
+    which compiles with worker_nvrtc_flags and sends the cubin back; after
     the timeout the whole process group is killed, so a pathological
     template cannot wedge a worker.
 
@@ -62,7 +62,8 @@ void worker_nvrtc_options_free (char **options, size_t noptions);
 //  0 when "sm_90" style (sm_ + 2-3 digits, optional a/f suffix).
 int worker_nvrtc_check_arch (const char *arch);
 
-//  "13.0" (nvrtcVersion); process-wide, cached. No CUDA driver call.
+//  "13.0" (nvrtcVersion through dlopen, "unavailable" without NVRTC);
+//  process-wide, cached. No CUDA driver call.
 const char *worker_nvrtc_version (void);
 
 //  The toolkit include dir: $KGYM_CUDA_INCLUDE or the configured one.
@@ -73,11 +74,11 @@ const char *worker_nvrtc_include_dir (void);
 int worker_nvrtc_key (const char *lang, const char *source, char *const *norm, size_t nnorm,
                       const char *arch, uint8_t key [32], char hex [65], char **material);
 
-//  Compile in this process (the compile subprocess's work). name is the
-//  virtual file name in messages. 0 ok, 1 compile error (*log), -1 internal.
-int worker_nvrtc_compile_here (const char *name, const char *source, char *const *norm,
-                               size_t nnorm, const char *arch, uint8_t **cubin, size_t *size,
-                               char **log, char *err, size_t errlen);
+//  The NVRTC flags for a compile: fixed ones (arch, include dirs, default
+//  --std) then the normalised options. Fills opts (strings in storage);
+//  returns the count, 0 when storage is too small.
+size_t worker_nvrtc_flags (const char *arch, char *const *norm, size_t nnorm,
+                           const char **opts, size_t max, char *storage, size_t storage_len);
 
 //  Compile with cache (may be NULL) and a subprocess bounded by timeout_s.
 //  lang is "cuda" (NULL too) or "ptx". Returns a worker_nvrtc_status_t;
