@@ -123,7 +123,7 @@ s_submit_examples (client_kgym_t *client, s_case_t *cases, size_t max)
             json_t *candidate = json_load_file (path, 0, NULL);
             ck_assert_msg (candidate != NULL, "%s missing", path);
             json_t *job = json_pack ("{s:O, s:o, s:{s:f}}", "task", task, "candidate", candidate,
-                                     "eval", "timeout", 2.0);
+                                     "eval", "timeout", 6.0);
             char err [256];
             ck_assert_int_eq (client_kgym_submit (client, n + 1, job, err, sizeof err), 0);
             json_decref (job);
