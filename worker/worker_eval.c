@@ -260,6 +260,8 @@ s_result (worker_eval_t *self, worker_job_t *wjob)
     json_object_set_new (result, "backend", wjob->job? json_string (wjob->job->task->backend)
                                                      : json_null ());
     json_object_set_new (result, "device", json_string (worker_eval_device (self)));
+    bool on_gpu = wjob->job && strcmp (wjob->job->task->backend, "cuda") == 0;
+    json_object_set_new (result, "device_ordinal", on_gpu? json_integer (self->cfg.device): json_null ());
     json_object_set_new (result, "worker", json_string (self->worker_name));
     if (out->candidate.n) {
         json_t *timings = json_object ();

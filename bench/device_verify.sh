@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# What runs on the GPU machine (device tool) to verify the CUDA paths, in one call:
+#   the gpu test suite, `kgym demo` on the GPU, the CUDA benchmarks, and, with two or
+#   more GPUs, the multi-GPU scaling run. Binaries come from a build copied by
+#   bench/device_stage.sh into .devbuild; libraries from .devlibs (see
+#   ../shared/device/README.md). Logs go to $OUT.
+#   bench/device_verify.sh [tests] [demo] [bench] [scaling]
+set -u
+export LD_LIBRARY_PATH=$PWD/.devlibs/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+B=$PWD/.devbuild
+export KGYM_SOURCE_DIR=$PWD KGYM_RUNNER=$B/worker/kgym-runner \
+       KGYM_CUDA_RUNNER=$B/worker/kgym-cuda-runner KGYM_NVRTC=$B/worker/kgym-nvrtc \
+       KGYM_CACHE_DIR=$(mktemp -d)
+OUT=${OUT:-/tmp}
+steps=${*:-tests demo bench scaling}
+nvidia-smi -L
+for step in $steps; do
+    echo "=== $step"
+    case $step in
+        tests)   (cd $B/tests && ./test_worker_cuda) 2>&1 | tee $OUT/gpu_tests.log | tail -n 60 ;;
+        demo)    $B/client/kgym demo 2>&1 | tee $OUT/demo.log | tail -n 50 ;;
+        bench)   $B/bench/bench_cuda 2>&1 | tee $OUT/bench_cuda.log | tail -n 40 ;;
+        scaling) OUT=$OUT bench/gpu_scaling.sh $B ${JOBS:-2000} 2>&1 | tee $OUT/scaling.log ;;
+    esac
+done
