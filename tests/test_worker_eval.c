@@ -95,6 +95,27 @@ START_TEST (test_correct_candidate_is_ok_and_timed)
 }
 END_TEST
 
+START_TEST (test_profile_has_every_launch)
+{
+    json_t *result = s_grade ("void scale(const float *x, float *y, float a, int n)"
+                              "{ for (int i = 0; i < n; i++) y[i] = a * x[i]; }", NULL, 10);
+    s_expect (result, "ok");
+    json_t *profile = json_object_get (result, "profile");
+    ck_assert (json_is_object (profile));
+    ck_assert_int_eq (json_integer_value (json_object_get (profile, "declared_launches")), 1);
+    ck_assert_int_eq (json_integer_value (json_object_get (profile, "observed_launches")), 1);
+    json_t *kernel = json_array_get (json_object_get (profile, "kernels"), 0);
+    ck_assert_str_eq (json_string_value (json_object_get (kernel, "name")), "scale");
+    ck_assert_int_eq (json_integer_value (json_object_get (kernel, "launches")), 1);
+    ck_assert (json_real_value (json_object_get (kernel, "total_us")) > 0);
+    json_t *reference = json_object_get (profile, "reference");
+    ck_assert_str_eq (json_string_value (json_object_get (json_array_get (json_object_get (reference, "kernels"), 0), "name")),
+                      "scale_ref");
+    ck_assert (strlen (json_string_value (json_object_get (result, "feedback"))) > 0);
+    json_decref (result);
+}
+END_TEST
+
 START_TEST (test_wrong_values_are_incorrect_with_mismatches)
 {
     json_t *result = s_grade ("void scale(const float *x, float *y, float a, int n)"
@@ -253,6 +274,7 @@ main (void)
     tcase_add_checked_fixture (tc, s_setup, s_teardown);
     tcase_set_timeout (tc, 120);
     tcase_add_test (tc, test_correct_candidate_is_ok_and_timed);
+    tcase_add_test (tc, test_profile_has_every_launch);
     tcase_add_test (tc, test_wrong_values_are_incorrect_with_mismatches);
     tcase_add_test (tc, test_tail_bug_is_caught_on_odd_size);
     tcase_add_test (tc, test_unwritten_output_fails);

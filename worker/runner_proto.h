@@ -61,9 +61,11 @@ typedef struct {
 
 typedef struct {
     uint32_t status;            //  runner_status_t
-    uint32_t reserved;
+    uint32_t nlaunches;         //  entries in the per-launch figures
     uint64_t elapsed_ns;        //  runner's own clock around the launches (a hint only)
     char message[256];          //  reason, or the sandbox caps on the first reply
+    uint64_t launch_wall_ns[RUNNER_MAX_LAUNCHES];   //  per launch: wall time (a hint only)
+    uint64_t launch_cpu_ns[RUNNER_MAX_LAUNCHES];    //  per launch: process CPU time, all threads (a hint only)
 } runner_reply_t;
 
 #endif

@@ -316,6 +316,7 @@ typedef struct {
     size_t area;                            //  bytes allocated for inputs/expected
     double deadline;                        //  candidate's budget ends (monotonic s)
     worker_sandbox_config_t sandbox;
+    worker_run_outcome_t last;              //  the last run's outcome
 } s_exec_t;
 
 static uint64_t
@@ -471,11 +472,14 @@ s_load (s_exec_t *ex, s_prog_t *prog, size_t size_index, uint32_t trial)
 }
 
 //  Run one program; on failure sets out (per program's blame). 0 or -1.
+//  The last run's outcome stays in ex->last (per-launch figures for the profile).
 static int
 s_run (s_exec_t *ex, int which, uint64_t *elapsed_ns)
 {
     s_prog_t *prog = &ex->prog [which];
-    worker_run_outcome_t run;
+    worker_run_outcome_t *run_p = &ex->last, run_unused;
+    (void) run_unused;
+#define run (*run_p)
     double timeout = TRUSTED_RUN_S;
     if (which == PROG_CANDIDATE) {
         timeout = ex->deadline - s_now ();
@@ -505,6 +509,7 @@ s_run (s_exec_t *ex, int which, uint64_t *elapsed_ns)
     else
         worker_outcome_fail (ex->out, STATUS_RUNTIME_ERROR, "%s", run.message);
     return -1;
+#undef run
 }
 
 static void
@@ -715,6 +720,90 @@ done:
     return rc;
 }
 
+//  Per-kernel figures of one program's last run, aggregated by kernel name.
+static json_t *
+s_profile_of (s_exec_t *ex, int which, double *total_us)
+{
+    s_prog_t *prog = &ex->prog [which];
+    const worker_run_outcome_t *run = &ex->last;
+    json_t *kernels = json_array ();
+    double total = 0;
+    for (uint32_t j = 0; j < run->nlaunches; j++)
+        total += (double) run->launch_wall_ns [j] / 1000.0;
+    for (uint32_t j = 0; j < run->nlaunches && j < prog->layout.nlaunches; j++) {
+        const char *name = prog->layout.launches [j].kernel;
+        size_t k;
+        json_t *entry = NULL, *item;
+        json_array_foreach (kernels, k, item)
+            if (strcmp (json_string_value (json_object_get (item, "name")), name) == 0)
+                entry = item;
+        double wall = (double) run->launch_wall_ns [j] / 1000.0;
+        double cpu = (double) run->launch_cpu_ns [j] / 1000.0;
+        if (!entry) {
+            entry = json_pack ("{s:s, s:i, s:f, s:f}", "name", name, "launches", (json_int_t) 0,
+                               "total_us", 0.0, "cpu_us", 0.0);
+            json_array_append_new (kernels, entry);
+        }
+        json_int_t launches = json_integer_value (json_object_get (entry, "launches")) + 1;
+        double sum = json_real_value (json_object_get (entry, "total_us")) + wall;
+        json_object_set_new (entry, "launches", json_integer (launches));
+        json_object_set_new (entry, "total_us", json_real (sum));
+        json_object_set_new (entry, "mean_us", json_real (sum / (double) launches));
+        json_object_set_new (entry, "cpu_us", json_real (json_real_value (json_object_get (entry, "cpu_us")) + cpu));
+        json_object_set_new (entry, "share", json_real (total > 0? sum / total: 0));
+    }
+    *total_us = total;
+    return kernels;
+}
+
+//  One extra run of each program at the timing size, after the timed runs
+//  (so measuring never touches the reward), with wall and CPU time per
+//  launch. The figures come from inside the runner: informational only.
+static void
+s_profile (s_exec_t *ex)
+{
+    size_t ts = ex->task->timing_size;
+    json_t *profile = json_pack ("{s:b, s:s, s:s}", "available", 1, "backend", "cpu",
+                                 "measured", "per launch, inside the runner (wall and process CPU time); "
+                                 "informational, never used for the reward");
+    int order [3] = { PROG_CANDIDATE, PROG_REFERENCE, PROG_BASELINE };
+    for (int i = 0; i < 3; i++) {
+        int which = order [i];
+        s_prog_t *prog = &ex->prog [which];
+        if (!prog->runner)
+            continue;
+        uint64_t ns;
+        if (s_setup_size (ex, ts))
+            break;
+        if (which == PROG_CANDIDATE) {
+            if (s_reference (ex, ts, TASK_MAX_TRIALS + TIMING_SETS, ex->expected))
+                break;
+        }
+        else
+            s_generate (ex, ts, TASK_MAX_TRIALS + TIMING_SETS);
+        s_load (ex, prog, ts, TASK_MAX_TRIALS + TIMING_SETS);
+        if (s_run (ex, which, &ns))
+            break;
+        if (which == PROG_CANDIDATE && s_check (ex, ex->expected, ts, TASK_MAX_TRIALS + TIMING_SETS,
+                                                "profiled run"))
+            break;
+        double total = 0;
+        json_t *kernels = s_profile_of (ex, which, &total);
+        if (which == PROG_CANDIDATE) {
+            json_object_set_new (profile, "kernels", kernels);
+            json_object_set_new (profile, "total_us", json_real (total));
+            json_object_set_new (profile, "declared_launches", json_integer ((json_int_t) prog->layout.nlaunches));
+            json_object_set_new (profile, "observed_launches", json_integer ((json_int_t) ex->last.nlaunches));
+        }
+        else
+            json_object_set_new (profile, s_prog_names [which],
+                                 json_pack ("{s:o, s:f}", "kernels", kernels, "total_us", total));
+    }
+    if (!ex->out->extra)
+        ex->out->extra = json_object ();
+    json_object_set_new (ex->out->extra, "profile", profile);
+}
+
 void
 worker_cpu_execute (worker_cpu_t *self, worker_cpu_job_t **job_p, worker_outcome_t *out)
 {
@@ -785,8 +874,9 @@ worker_cpu_execute (worker_cpu_t *self, worker_cpu_job_t **job_p, worker_outcome
     snprintf (out->sandbox, sizeof out->sandbox, "%s", worker_runner_caps (ex.prog [PROG_CANDIDATE].runner));
     ex.deadline = s_now () + ex.job->eval.timeout_s;
 
-    if (s_correctness (&ex) == 0 && !ex.job->eval.check_sizes_only)
-        s_timing (&ex);
+    if (s_correctness (&ex) == 0 && !ex.job->eval.check_sizes_only
+    &&  s_timing (&ex) == 0 && ex.job->eval.profile)
+        s_profile (&ex);
 done:
     for (int p = 0; p < 3; p++)
         worker_runner_destroy (&ex.prog [p].runner);

@@ -301,6 +301,9 @@ s_result (worker_eval_t *self, worker_job_t *wjob)
     json_object_set_new (result, "tag", wjob->tag? json_string (wjob->tag): json_null ());
     if (out->extra)
         json_object_update (result, out->extra);
+    //  Same keys on every outcome: null when no profile was taken.
+    if (!json_object_get (result, "profile"))
+        json_object_set_new (result, "profile", json_null ());
     //  Last, so it can read every other field.
     size_t bytes = wjob->job? wjob->job->eval.feedback_bytes: WORKER_FEEDBACK_DEFAULT;
     char *feedback = bytes? worker_feedback (result, wjob->job, bytes): NULL;

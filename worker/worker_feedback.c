@@ -299,7 +299,7 @@ s_profile_hint (s_text_t *text, json_t *profile)
         return;
     double occupancy = s_num (top, "occupancy");
     double bandwidth = s_num (top, "dram_bw_fraction");
-    s_add (text, "Most time: %s (%.0f%% of GPU time", s_str (top, "name"), 100 * top_share);
+    s_add (text, "Most time: %s (%.0f%% of the candidate's time", s_str (top, "name"), 100 * top_share);
     if (isfinite (occupancy))
         s_add (text, ", occupancy %.0f%%", 100 * occupancy);
     if (isfinite (bandwidth))

@@ -352,6 +352,9 @@ worker_runner_run (worker_runner_t *self, runner_request_t *req, double timeout_
     out->runner_ns = reply.elapsed_ns;
     if (reply.status == RUNNER_OK) {
         out->status = RUN_OK;
+        out->nlaunches = reply.nlaunches <= req->nlaunches? reply.nlaunches: req->nlaunches;
+        memcpy (out->launch_wall_ns, reply.launch_wall_ns, sizeof out->launch_wall_ns);
+        memcpy (out->launch_cpu_ns, reply.launch_cpu_ns, sizeof out->launch_cpu_ns);
         return 0;
     }
     out->status = RUN_ERROR;

@@ -33,7 +33,10 @@ typedef struct {
     uint64_t wall_ns;           //  supervisor-measured request-to-reply time
     uint64_t runner_ns;         //  runner-reported time (untrusted hint)
     char message[256];          //  reason for anything but RUN_OK
-    uint32_t runner_status;     //  RUN_ERROR: the runner's runner_status_t (added)
+    uint32_t runner_status;     //  RUN_ERROR: the runner's runner_status_t
+    uint32_t nlaunches;         //  RUN_OK: entries in the per-launch figures
+    uint64_t launch_wall_ns[RUNNER_MAX_LAUNCHES];   //  RUN_OK: per launch wall time (runner-reported hint)
+    uint64_t launch_cpu_ns[RUNNER_MAX_LAUNCHES];    //  RUN_OK: per launch process CPU time (hint)
 } worker_run_outcome_t;
 
 //  Start a runner that loads the shared object in so_fd (a memfd or file,
