@@ -27,7 +27,7 @@
     X (cuFuncGetAttribute) X (cuFuncSetAttribute) X (cuLaunchKernel) X (cuEventRecord) \
     X (cuEventElapsedTime) X (cuStreamSynchronize) X (cuMemcpyDtoH) X (cuMemcpyDtoHAsync) \
     X (cuMemcpyHtoD) X (cuMemsetD8Async) X (cuMemsetD16Async) X (cuMemsetD32Async) \
-    X (cuGetErrorName) X (cuFuncGetParamInfo)
+    X (cuGetErrorName) X (cuFuncGetParamInfo) X (cuOccupancyMaxActiveBlocksPerMultiprocessor)
 
 #define CUDA_DRIVER_MEMBER(f) __typeof__ (f) *f;
 
@@ -82,6 +82,7 @@ int cuda_driver_has_param_info (void);
 #define cuMemsetD32Async        cuda_driver.cuMemsetD32Async
 #define cuGetErrorName          cuda_driver.cuGetErrorName
 #define cuFuncGetParamInfo      cuda_driver.cuFuncGetParamInfo
+#define cuOccupancyMaxActiveBlocksPerMultiprocessor cuda_driver.cuOccupancyMaxActiveBlocksPerMultiprocessor
 #endif
 
 #endif

@@ -16,12 +16,22 @@
     module (our generator/compare kernels, the reference, the baseline) is
     loaded afresh after each candidate run, so device code the candidate
     may have overwritten is never executed.
+
+    After timing, one more set is profiled (plan->profile): CUPTI records
+    kernels only between the synchronised start and end of each program's
+    launches, so every record of a window is that program's; the records,
+    the occupancy API's answers for each declared launch and the device
+    facts go to cuda_profile, whose verdict (a declared launch that never
+    ran, a median below the roofline floor) can make the candidate
+    incorrect.
 */
 #include "cuda_exec.h"
 #define CUDA_DRIVER_REDIRECT
 #include "cuda_driver.h"
+#include "cuda_cupti.h"
 #include "cuda_kernels.h"
 #include "cuda_msg.h"
+#include "cuda_profile.h"
 #include "common_compare.h"
 #include "common_init.h"
 #include "common_philox.h"
@@ -43,6 +53,7 @@
 #define TRIAL_TIMED     0x100000u           //  trial ids of generated sets beyond the
 #define TRIAL_WARMUP    0x180000u           //  correctness trials (< TASK_MAX_TRIALS)
 #define TRIAL_FINAL     0x200000u
+#define TRIAL_PROFILE   0x280000u
 
 typedef enum { WHO_CANDIDATE, WHO_TASK, WHO_US } who_t;
 
@@ -80,6 +91,8 @@ struct cuda_exec_t {
     uint32_t flush_value;       //  changes every flush
     pool_t pool;                //  scrubbed free blocks
     uint64_t pool_keep;         //  bytes kept pooled at most
+    cuda_profile_device_t prof; //  facts for the profile (peak bandwidth, SM limits)
+    double margin;              //  roofline safety margin (KGYM_ROOFLINE_MARGIN)
 };
 
 //  Trusted device code of a job: our kernels, reference, baseline.
@@ -120,6 +133,16 @@ typedef struct {
     uint32_t nsamples;          //  entries in each
     uint64_t static_bytes;      //  candidate module's device memory
     uint32_t reloads;           //  trusted reloads done
+    //  the profiled set
+    bool collecting;            //  CUPTI is recording
+    char prof_why [256];        //  why there is no profile ("" while there may be one)
+    bool prof_done [CUDA_PLAN_PROGS];   //  records collected for the program
+    cuda_profile_record_t *prof_rec [CUDA_PLAN_PROGS];  //  its records (malloc'd)
+    size_t prof_n [CUDA_PLAN_PROGS];    //  entries
+    double prof_us [CUDA_PLAN_PROGS];   //  CUDA events around its profiled launches
+    int *prof_blocks [CUDA_PLAN_PROGS]; //  occupancy API: blocks per SM of each declared launch
+    size_t prof_dropped;        //  records CUPTI dropped
+    bool prof_truncated;        //  more records than kept
 } job_t;
 
 static void
@@ -246,6 +269,29 @@ cuda_exec_new (int ordinal, char *err, size_t errlen)
     d->l2_bytes = (uint64_t) l2;
     snprintf (d->arch, sizeof d->arch, "sm_%d%d", d->major, d->minor);
     self->pool_keep = mem / 4;
+    //  For the profile only: a driver that does not answer leaves 0 (unknown).
+    cuda_profile_device_t *p = &self->prof;
+    struct { CUdevice_attribute attr; int *out; } optional [] = {
+        { CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, &p->mem_clock_khz },
+        { CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, &p->bus_width_bits },
+        { CU_DEVICE_ATTRIBUTE_WARP_SIZE, &p->warp_size },
+        { CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, &p->max_threads_sm },
+        { CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, &p->max_blocks_sm },
+        { CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, &p->regs_sm },
+        { CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, &p->shared_sm },
+        { CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, &p->reserved_shared },
+    };
+    for (size_t i = 0; i < sizeof optional / sizeof optional [0]; i++)
+        if (cuDeviceGetAttribute (optional [i].out, optional [i].attr, self->device) != CUDA_SUCCESS)
+            *optional [i].out = 0;
+    snprintf (p->name, sizeof p->name, "%s", d->name);
+    p->sm_count = d->sm_count;
+    p->l2_bytes = d->l2_bytes;
+    cuda_profile_peak (p, getenv ("KGYM_PEAK_BW_GBS"));
+    self->margin = cuda_profile_margin (getenv ("KGYM_ROOFLINE_MARGIN"));
+    d->mem_clock_khz = p->mem_clock_khz;
+    d->bus_width_bits = p->bus_width_bits;
+    d->peak_bw_gbs = p->peak_bw_gbs;
     return self;
 }
 
@@ -258,14 +304,16 @@ cuda_exec_device (cuda_exec_t *self)
 json_t *
 cuda_exec_device_json (const cuda_exec_device_t *d)
 {
-    return json_pack ("{s:i, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:[i,i,i], s:[i,i,i], s:i, s:i, s:s, s:i}",
+    return json_pack ("{s:i, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:[i,i,i], s:[i,i,i], s:i, s:i, s:s, s:i, "
+                      "s:i, s:i, s:f}",
         "ordinal", d->ordinal, "name", d->name, "arch", d->arch, "major", d->major,
         "sm_count", d->sm_count, "l2_bytes", (json_int_t) d->l2_bytes,
         "mem_total", (json_int_t) d->mem_total, "max_threads", d->max_threads,
         "max_block", d->max_block [0], d->max_block [1], d->max_block [2],
         "max_grid", d->max_grid [0], d->max_grid [1], d->max_grid [2],
         "shared_default", d->shared_default, "shared_optin", d->shared_optin,
-        "bus_id", d->bus_id, "driver", d->driver);
+        "bus_id", d->bus_id, "driver", d->driver, "memory_clock_khz", d->mem_clock_khz,
+        "bus_width_bits", d->bus_width_bits, "peak_bw_gbs", d->peak_bw_gbs);
 }
 
 //  Load a copy of the internal module and look its kernels up.
@@ -1041,33 +1089,211 @@ s_scrub_expected (job_t *job, uint32_t s)
     return 0;
 }
 
-typedef enum { SET_CHECK, SET_WARMUP, SET_TIMED } set_mode_t;
+//  --- the profiled set ---
+
+//  CUPTI on for the launches that follow. Work queued earlier (generation,
+//  checks) finishes first, so the window holds one program's kernels only.
+//  A CUPTI failure costs the profile (prof_why), never the job.
+static int
+s_profile_begin (job_t *job)
+{
+    if (job->prof_why [0])
+        return 0;
+    CK (job, WHO_US, cuStreamSynchronize (job->ex->stream), "synchronising before the profiled run");
+    char why [256];
+    if (cuda_cupti_begin (why, sizeof why)) {
+        snprintf (job->prof_why, sizeof job->prof_why, "%s", why);
+        return 0;
+    }
+    job->collecting = true;
+    return 0;
+}
+
+//  CUPTI off after program p's launches (s_run has synchronised): keep its records.
+static void
+s_profile_end (job_t *job, cuda_plan_prog_t p, double run_us)
+{
+    if (!job->collecting)
+        return;
+    job->collecting = false;
+    char why [256];
+    bool truncated = false;
+    size_t dropped = 0;
+    free (job->prof_rec [p]);
+    job->prof_rec [p] = NULL;
+    if (cuda_cupti_end (job->ex->ctx, &job->prof_rec [p], &job->prof_n [p], &truncated, &dropped,
+                        why, sizeof why)) {
+        snprintf (job->prof_why, sizeof job->prof_why, "%s", why);
+        return;
+    }
+    job->prof_dropped += dropped;
+    job->prof_truncated |= truncated;
+    job->prof_done [p] = true;
+    job->prof_us [p] = run_us;
+}
+
+//  The occupancy API's resident blocks per SM for every declared launch of
+//  the profiled programs at the timing size (-1 where it would not say).
+static void
+s_profile_occupancy (job_t *job)
+{
+    const cuda_plan_t *plan = job->plan;
+    uint32_t ts = plan->timing_size;
+    for (int p = 0; p < CUDA_PLAN_PROGS; p++) {
+        CUfunction *fns = p == PLAN_CANDIDATE? job->cand_fn: job->trusted.fn [p];
+        const cuda_plan_call_t *call = &plan->sizes [ts].call [p];
+        if (!job->prof_done [p] || !fns)
+            continue;
+        job->prof_blocks [p] = malloc ((call->nlaunches? call->nlaunches: 1) * sizeof (int));
+        for (uint32_t l = 0; job->prof_blocks [p] && l < call->nlaunches; l++) {
+            const cuda_plan_launch_t *launch = &call->launches [l];
+            int64_t threads = launch->block [0] * launch->block [1] * launch->block [2];
+            int blocks = -1;
+            if (cuOccupancyMaxActiveBlocksPerMultiprocessor (&blocks, fns [ts * MAX_LAUNCHES + l], (int) threads,
+                                                             (size_t) launch->shared) != CUDA_SUCCESS)
+                blocks = -1;
+            job->prof_blocks [p][l] = blocks;
+        }
+    }
+}
+
+//  Program p's summary (and its missing launches), or NULL when it was not profiled.
+static json_t *
+s_profile_program (job_t *job, cuda_plan_prog_t p, uint32_t *missing)
+{
+    const cuda_plan_t *plan = job->plan;
+    *missing = 0;
+    if (!job->prof_done [p])
+        return NULL;
+    cuda_profile_input_t in = {
+        .records = job->prof_rec [p], .nrecords = job->prof_n [p],
+        .call = &plan->sizes [plan->timing_size].call [p], .blocks_per_sm = job->prof_blocks [p],
+        .device = &job->ex->prof, .bytes = plan->roofline_bytes, .run_us = job->prof_us [p],
+        .demangle = cuda_cupti_demangle,
+    };
+    return cuda_profile_summarise (&in, missing);
+}
+
+//  The result's "profile": device, bytes and roofline always; the
+//  candidate's kernels at the top level, the reference's and the
+//  baseline's below, when the profiled run happened.
+static json_t *
+s_profile (job_t *job, double median_us)
+{
+    cuda_exec_t *ex = job->ex;
+    const cuda_plan_t *plan = job->plan;
+    json_t *profile = json_object ();
+    if (!profile)
+        return NULL;
+    //  The reference is the control: its launches are known to run, so
+    //  CUPTI missing one of them means the records cannot be trusted to
+    //  judge the candidate's.
+    uint32_t ref_missing = 0, cand_missing = 0, base_missing = 0;
+    json_t *ref = s_profile_program (job, PLAN_REFERENCE, &ref_missing);
+    char reason [320] = "";
+    if (!plan->profile)
+        snprintf (reason, sizeof reason, "eval.profile is false");
+    else if (job->prof_why [0])
+        snprintf (reason, sizeof reason, "no CUPTI: %s", job->prof_why);
+    else if (job->prof_dropped)
+        snprintf (reason, sizeof reason, "CUPTI dropped %zu kernel records", job->prof_dropped);
+    else if (job->prof_truncated)
+        snprintf (reason, sizeof reason, "more than %d kernel records in one program's run",
+                  CUDA_PROFILE_MAX_RECORDS);
+    else if (!job->prof_done [PLAN_CANDIDATE])
+        snprintf (reason, sizeof reason, "not profiled: the candidate's status is %s",
+                  job->status == STATUS_OK? "unknown": worker_status_name (job->status));
+    else if (!ref || ref_missing)
+        snprintf (reason, sizeof reason, "CUPTI recorded %zu kernels for the reference's %u launches: "
+                  "its records cannot be trusted", job->prof_n [PLAN_REFERENCE],
+                  plan->sizes [plan->timing_size].call [PLAN_REFERENCE].nlaunches);
+    bool available = reason [0] == 0;
+    double floor_us = cuda_profile_floor_us (&ex->prof, plan->roofline_bytes);
+    json_object_set_new (profile, "available", json_boolean (available));
+    json_object_set_new (profile, "reason", json_string (reason));
+    json_object_set_new (profile, "device", cuda_profile_device_json (&ex->prof));
+    json_object_set_new (profile, "bytes", json_integer ((json_int_t) plan->roofline_bytes));
+    json_object_set_new (profile, "bytes_source", json_string (plan->bytes_declared? "task": "default"));
+    json_object_set_new (profile, "roofline_floor_us", floor_us > 0? json_real (floor_us): json_null ());
+    json_object_set_new (profile, "roofline_margin", json_real (ex->margin));
+    json_object_set_new (profile, "timed_median_us", median_us > 0? json_real (median_us): json_null ());
+    json_object_set_new (profile, "roofline_ratio", median_us > 0 && floor_us > 0
+                                                    ? json_real (median_us / floor_us): json_null ());
+    json_object_set_new (profile, "cupti_dropped", json_integer ((json_int_t) job->prof_dropped));
+    json_t *cand = available? s_profile_program (job, PLAN_CANDIDATE, &cand_missing): NULL;
+    if (cand) {
+        json_object_update (profile, cand);
+        json_decref (cand);
+        double total = json_number_value (json_object_get (profile, "total_us"));
+        json_object_set_new (profile, "total_vs_median", median_us > 0? json_real (total / median_us): json_null ());
+    }
+    else {
+        json_object_set_new (profile, "kernels", json_array ());
+        json_object_set_new (profile, "total_us", json_null ());
+        json_object_set_new (profile, "declared_launches",
+                             json_integer (plan->sizes [plan->timing_size].call [PLAN_CANDIDATE].nlaunches));
+        json_object_set_new (profile, "observed_launches", json_null ());
+        json_object_set_new (profile, "missing_launches", json_array ());
+        json_object_set_new (profile, "extra_kernels", json_null ());
+        json_object_set_new (profile, "dram_bw_gbs", json_null ());
+        json_object_set_new (profile, "dram_bw_fraction", json_null ());
+        json_object_set_new (profile, "run_us", json_null ());
+        json_object_set_new (profile, "total_vs_median", json_null ());
+    }
+    if (!available) {
+        json_decref (ref);
+        ref = NULL;
+    }
+    json_t *base = available && plan->has_baseline? s_profile_program (job, PLAN_BASELINE, &base_missing): NULL;
+    json_object_set_new (profile, "reference", ref? ref: json_null ());
+    json_object_set_new (profile, "baseline", base? base: json_null ());
+    return profile;
+}
+
+typedef enum { SET_CHECK, SET_WARMUP, SET_TIMED, SET_PROFILE } set_mode_t;
+
+//  Run program p; in the profiled set with CUPTI recording its launches.
+static int
+s_run_in_set (job_t *job, cuda_plan_prog_t p, uint32_t s, bool timed, bool profiled, double *us)
+{
+    if (profiled && s_profile_begin (job))
+        return -1;
+    if (s_run (job, p, s, timed, us))
+        return -1;
+    if (profiled)
+        s_profile_end (job, p, *us);
+    return 0;
+}
 
 //  One input set: the candidate first, then (freshly loaded) checks, the
 //  reference (timed when there is no baseline) and the baseline, the
-//  comparison, and the scrub of the expected outputs.
+//  comparison, and the scrub of the expected outputs. The profiled set
+//  is a checked set whose programs all run as if timed (L2 flushed).
 static int
 s_set (job_t *job, uint32_t s, uint32_t trial, set_mode_t mode, const char *phase)
 {
     const cuda_plan_t *plan = job->plan;
     bool timed = mode != SET_CHECK;
-    double us_cand = 0, us_base = 0;
+    bool profiled = mode == SET_PROFILE;
+    double us_cand = 0, us_base = 0, us_ref = 0;
     check_t checks [MAX_ARGS + 1];
     uint32_t n = 0;
     if (!job->fresh && s_trusted_load (job, false))
         return -1;
     if (s_prepare (job, PLAN_CANDIDATE, s, trial)
-    ||  s_run (job, PLAN_CANDIDATE, s, timed, &us_cand))
+    ||  s_run_in_set (job, PLAN_CANDIDATE, s, timed, profiled, &us_cand))
         return -1;
     CK (job, WHO_US, cuMemsetD8Async (job->slots, 0, job->nslots * sizeof (cuda_kernels_check_t),
                                       job->ex->stream), "memset");
-    if (mode == SET_CHECK && s_queue_input_checks (job, s, trial, checks, &n))
+    if ((mode == SET_CHECK || profiled) && s_queue_input_checks (job, s, trial, checks, &n))
         return -1;
     if (s_prepare (job, PLAN_REFERENCE, s, trial)
-    ||  s_run (job, PLAN_REFERENCE, s, timed && !plan->has_baseline, &us_base))
+    ||  s_run_in_set (job, PLAN_REFERENCE, s, (timed && !plan->has_baseline) || profiled, profiled, &us_ref))
         return -1;
+    us_base = us_ref;
     if (timed && plan->has_baseline
-    &&  (s_prepare (job, PLAN_BASELINE, s, trial) || s_run (job, PLAN_BASELINE, s, true, &us_base)))
+    &&  (s_prepare (job, PLAN_BASELINE, s, trial)
+         || s_run_in_set (job, PLAN_BASELINE, s, true, profiled, &us_base)))
         return -1;
     if (s_queue_output_checks (job, s, checks, &n)
     ||  s_evaluate (job, s, trial, checks, n, phase)
@@ -1106,7 +1332,7 @@ cuda_exec_run (cuda_exec_t *self, const cuda_plan_t *plan,
     job.samples [1] = calloc (plan->timed + 1, sizeof (double));
     for (int p = 0; p < CUDA_PLAN_PROGS; p++)
         job.images [p] = images [p];
-    double t_load = 0, t_check = 0, t_time = 0;
+    double t_load = 0, t_check = 0, t_time = 0, t_profile = 0;
     if (!job.mismatches || !job.samples [0] || !job.samples [1]) {
         s_fail (&job, STATUS_INTERNAL_ERROR, false, "out of memory");
         goto done;
@@ -1142,8 +1368,42 @@ cuda_exec_run (cuda_exec_t *self, const cuda_plan_t *plan,
             s_set (&job, ts, TRIAL_FINAL, SET_CHECK, "re-check after timing");
         t_time = cuda_now () - t0 - t_load - t_check;
     }
+    //  One more checked set, profiled; never one whose time is a sample.
+    if (job.status == STATUS_OK && plan->profile) {
+        double tp = cuda_now ();
+        s_set (&job, plan->timing_size, TRIAL_PROFILE, SET_PROFILE, "profiled run");
+        if (job.status == STATUS_OK)
+            s_profile_occupancy (&job);
+        t_profile = cuda_now () - tp;
+    }
 
 done:
+    if (job.collecting && !job.fatal) {
+        //  A failure between begin and end: switch CUPTI off, drop the records.
+        cuda_profile_record_t *records = NULL;
+        size_t nrec = 0, dropped = 0;
+        bool truncated = false;
+        char why [256];
+        cuda_cupti_end (NULL, &records, &nrec, &truncated, &dropped, why, sizeof why);
+        free (records);
+        job.collecting = false;
+    }
+    double median_us = 0;
+    if (job.status == STATUS_OK && job.nsamples) {
+        double *copy = malloc (job.nsamples * sizeof (double));
+        if (copy) {
+            memcpy (copy, job.samples [0], job.nsamples * sizeof (double));
+            worker_timing_t timing;
+            worker_timing_from (&timing, copy, job.nsamples);
+            median_us = timing.median_us;
+            free (copy);
+        }
+    }
+    json_t *profile = job.fatal? NULL: s_profile (&job, median_us);
+    char verdict [512];
+    if (profile && job.status == STATUS_OK && cuda_profile_verdict (profile, median_us, self->margin,
+                                                                    verdict, sizeof verdict))
+        s_fail (&job, STATUS_INCORRECT, false, "%s", verdict);
     if (!job.fatal) {
         if (job.cand_mod)
             cuModuleUnload (job.cand_mod);
@@ -1151,18 +1411,28 @@ done:
         s_free_job (&job);
     }
     free (job.cand_fn);
+    for (int p = 0; p < CUDA_PLAN_PROGS; p++) {
+        free (job.prof_rec [p]);
+        free (job.prof_blocks [p]);
+    }
     *fatal = job.fatal;
-    json_t *result = json_pack ("{s:s, s:s, s:b, s:f, s:f, s:I, s:o, s:o, s:o, s:{s:f, s:f, s:f, s:f}, s:I, s:i, s:b}",
+    json_t *result = json_pack ("{s:s, s:s, s:b, s:f, s:f, s:I, s:o, s:o, s:o, s:{s:f, s:f, s:f, s:f, s:f}, "
+                                "s:I, s:i, s:b}",
         "status", worker_status_name (job.status), "message", job.message, "fatal", job.fatal,
         "max_abs", job.max_abs, "max_rel", job.max_rel, "bad", (json_int_t) job.bad,
         "mismatches", job.mismatches? job.mismatches: json_array (),
         "candidate_us", s_samples (job.samples [0], job.status == STATUS_OK? job.nsamples: 0),
         "baseline_us", s_samples (job.samples [1], job.status == STATUS_OK? job.nsamples: 0),
-        "phases", "load_s", t_load, "check_s", t_check, "time_s", t_time, "total_s", cuda_now () - t0,
+        "phases", "load_s", t_load, "check_s", t_check, "time_s", t_time, "profile_s", t_profile,
+        "total_s", cuda_now () - t0,
         "static_bytes", (json_int_t) job.static_bytes, "reloads", (int) job.reloads,
         "reload", plan->reload);
     if (result && job.error_name [0])
         json_object_set_new (result, "error", json_string (job.error_name));
+    if (result && profile)
+        json_object_set_new (result, "profile", profile);
+    else
+        json_decref (profile);
     free (job.samples [0]);
     free (job.samples [1]);
     return result;

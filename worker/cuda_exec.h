@@ -13,7 +13,12 @@
     expected outputs are scrubbed before the candidate runs again. Timing:
     warm-up, then every timed run on a fresh set, L2 flushed before each
     timed launch sequence, CUDA events around it, every timed output
-    checked, one more full check after timing. The candidate's module stays
+    checked, one more full check after timing. Then, unless the plan says
+    otherwise, one more checked set is profiled: CUPTI (cuda_cupti) on
+    around each program's launches only, the records summarised by
+    cuda_profile into the result's "profile"; a declared launch that
+    never ran, or a timed median below the roofline floor, makes the
+    candidate incorrect (docs/profile.md). The candidate's module stays
     loaded for the whole job. With plan->reload (the default) our kernels,
     the reference and the baseline are loaded afresh after every candidate
     run, so device code a candidate might have overwritten never runs. Any
@@ -47,6 +52,9 @@ typedef struct {
     int shared_optin;           //  with opt-in
     char bus_id [32];           //  "0000:1B:00.0"
     int driver;                 //  cuDriverGetVersion
+    int mem_clock_khz;          //  peak memory clock (0 = the driver would not say)
+    int bus_width_bits;         //  memory bus width (0 = the driver would not say)
+    double peak_bw_gbs;         //  peak DRAM bandwidth (cuda_profile_peak; 0 = unknown)
 } cuda_exec_device_t;
 
 //  cuInit, pick device ordinal, read its facts. NULL with a reason (err

@@ -19,6 +19,42 @@ s_err (char *err, size_t errlen, const char *fmt, ...)
 
 static const char *s_prog_names [CUDA_PLAN_PROGS] = { "candidate", "reference", "baseline" };
 
+//  Bytes the task must move at the timing size, for the roofline: the
+//  task's "bytes" expression, else every input read once, every output
+//  written once and every inout both. 0, or -1 (invalid) with a reason.
+static int
+s_roofline_bytes (const common_task_t *task, cuda_plan_t *plan, char *err, size_t errlen)
+{
+    const cuda_plan_size_t *size = &plan->sizes [plan->timing_size];
+    if (task->bytes_expr) {
+        common_expr_var_t vars [TASK_MAX_SIZE_VARS];
+        size_t nvars = common_task_size_vars (task, size->index, vars, TASK_MAX_SIZE_VARS);
+        int64_t value = 0;
+        char why [256];
+        if (common_expr_eval (task->bytes_expr, vars, nvars, &value, why, sizeof why)) {
+            s_err (err, errlen, "task.bytes at the timing size: %s", why);
+            return -1;
+        }
+        if (value < 0) {
+            s_err (err, errlen, "task.bytes is %lld at the timing size; it must be >= 0", (long long) value);
+            return -1;
+        }
+        plan->roofline_bytes = (uint64_t) value;
+        plan->bytes_declared = true;
+        return 0;
+    }
+    uint64_t total = 0;
+    for (uint32_t a = 0; a < plan->nargs; a++) {
+        common_arg_kind_t kind = plan->args [a].kind;
+        uint64_t b = kind == ARG_SCALAR? 0: kind == ARG_INOUT? 2 * size->bytes [a]: size->bytes [a];
+        //  Layouts are capped far below 2^63; saturate rather than wrap anyway.
+        total = total + b < total? UINT64_MAX: total + b;
+    }
+    plan->roofline_bytes = total;
+    plan->bytes_declared = false;
+    return 0;
+}
+
 //  Scalar value bits for the runner: the dtype's bytes, little-endian.
 static uint64_t
 s_scalar_bits (common_dtype_t dtype, double value, int64_t ivalue)
@@ -80,6 +116,7 @@ cuda_plan_from_job (const common_job_t *job, uint64_t seed, uint64_t max_bytes,
     self->warmup = job->eval.warmup;
     self->timed = job->eval.timed;
     self->check_only = job->eval.check_sizes_only || job->eval.timed == 0;
+    self->profile = job->eval.profile;
     self->has_baseline = task->baseline != NULL;
     self->candidate_ptx = job->candidate->lang && strcmp (job->candidate->lang, "ptx") == 0;
     self->nargs = (uint32_t) task->nargs;
@@ -150,6 +187,10 @@ cuda_plan_from_job (const common_job_t *job, uint64_t seed, uint64_t max_bytes,
         }
     }
     free (layout);
+    if (s_roofline_bytes (task, self, err, errlen)) {
+        cuda_plan_destroy (&self);
+        return NULL;
+    }
     return self;
 }
 
@@ -206,6 +247,9 @@ cuda_plan_to_json (const cuda_plan_t *plan)
     json_object_set_new (root, "candidate_ptx", json_boolean (plan->candidate_ptx));
     json_object_set_new (root, "heap_bytes", s_u64 (plan->heap_bytes));
     json_object_set_new (root, "reload", json_boolean (plan->reload));
+    json_object_set_new (root, "profile", json_boolean (plan->profile));
+    json_object_set_new (root, "roofline_bytes", s_u64 (plan->roofline_bytes));
+    json_object_set_new (root, "bytes_declared", json_boolean (plan->bytes_declared));
     for (int p = 0; p < CUDA_PLAN_PROGS; p++)
         json_array_append_new (keys, json_string (plan->keys [p]));
     json_object_set_new (root, "keys", keys);
@@ -311,6 +355,9 @@ cuda_plan_from_json (json_t *json, char *err, size_t errlen)
     if (s_get_u64 (json_object_get (json, "seed"), &self->seed)
     ||  s_get_u64 (json_object_get (json, "heap_bytes"), &self->heap_bytes))
         goto fail;
+    what = "roofline_bytes";
+    if (s_get_u64 (json_object_get (json, "roofline_bytes"), &self->roofline_bytes))
+        goto fail;
     what = "tolerance";
     json_t *atol = json_object_get (json, "atol"), *rtol = json_object_get (json, "rtol");
     if (!json_is_number (atol) || !json_is_number (rtol))
@@ -334,6 +381,8 @@ cuda_plan_from_json (json_t *json, char *err, size_t errlen)
     self->has_baseline = json_is_true (json_object_get (json, "has_baseline"));
     self->candidate_ptx = json_is_true (json_object_get (json, "candidate_ptx"));
     self->reload = json_is_true (json_object_get (json, "reload"));
+    self->profile = json_is_true (json_object_get (json, "profile"));
+    self->bytes_declared = json_is_true (json_object_get (json, "bytes_declared"));
     for (int p = 0; p < CUDA_PLAN_PROGS; p++) {
         const char *key = json_string_value (json_array_get (keys, (size_t) p));
         snprintf (self->keys [p], sizeof self->keys [p], "%s", key? key: "");

@@ -73,6 +73,9 @@ typedef struct {
     char keys [CUDA_PLAN_PROGS][65];//  cache keys of the images (reuse of loaded modules)
     uint64_t heap_bytes;            //  device malloc heap (bytes)
     bool reload;                    //  reload trusted modules after every candidate run
+    bool profile;                   //  profile one more set (eval.profile)
+    uint64_t roofline_bytes;        //  bytes the task must move at the timing size (0 = none)
+    bool bytes_declared;            //  roofline_bytes is the task's "bytes", not the default
     cuda_plan_arg_t args [CUDA_PLAN_MAX_ARGS];
     uint32_t nargs;                 //  entries
     cuda_plan_size_t *sizes;        //  owned

@@ -507,6 +507,10 @@ s_fill_outcome (worker_outcome_t *out, json_t *result)
         json_t *stat = json_object_get (result, "static_bytes");
         if (stat)
             json_object_set (extra, "module_static_bytes", stat);
+        //  The profiled run's figures (docs/profile.md), as the runner wrote them.
+        json_t *profile = json_object_get (result, "profile");
+        if (json_is_object (profile))
+            json_object_set (extra, "profile", profile);
         json_decref (out->extra);
         out->extra = extra;
     }

@@ -48,8 +48,9 @@ void worker_cuda_destroy (worker_cuda_t **self_p);
 worker_cuda_job_t *worker_cuda_prepare (worker_cuda_t *self, const common_job_t *job,
                                         uint64_t seed, worker_outcome_t *out);
 
-//  Run, check, time; fills out (status, timings, speedup, mismatches,
-//  sandbox caps, phases); destroys *job_p.
+//  Run, check, time, profile; fills out (status, timings, speedup,
+//  mismatches, sandbox caps, phases; out->extra gets "profile",
+//  docs/profile.md); destroys *job_p.
 void worker_cuda_execute (worker_cuda_t *self, worker_cuda_job_t **job_p, worker_outcome_t *out);
 
 //  Free a prepared job without running it.

@@ -1,31 +1,111 @@
 /*  kgym-worker - one worker process: one GPU, or the CPU backend.
 
     kgym-worker --broker EP --backend cpu|cuda [--device N] [options]
+
+    Signals: the first SIGTERM drains (finish the jobs held, take no new
+    ones, DISCONNECT, exit 0); a second SIGTERM, or SIGINT, leaves at once
+    (DISCONNECT: the broker requeues what was held). The handler only
+    writes the signal number to a pipe; a small actor turns it into a
+    command on the server's pipe, so the server wakes at once and never
+    handles a signal itself.
 */
 #include "worker_server.h"
 #include "common_log.h"
 #include "kgym_config.h"
 #include <getopt.h>
+#include <signal.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+static int s_signal_pipe [2] = { -1, -1 };     //  written by the handler, read by the actor
 
 static void
 s_usage (FILE *out)
 {
     fprintf (out,
         "usage: kgym-worker --broker EP --backend cpu|cuda [--device N] [options]\n"
-        "  --broker EP         the broker's worker endpoint (tcp://host:port)\n"
-        "  --backend B         cpu or cuda\n"
-        "  --device N          CUDA device ordinal (default 0)\n"
-        "  --slots N           jobs running at once (default: cpu 2, cuda 1)\n"
-        "  --prefetch N        extra jobs taken to compile ahead (default 1)\n"
-        "  --cache PATH        compile cache file (default $KGYM_CACHE_DIR or ~/.cache/kgym)\n"
-        "  --name NAME         worker name (default host:pid)\n"
-        "  --heartbeat MS      heartbeat interval (default 1000)\n"
-        "  --fresh-runner      CUDA: a fresh runner process per job\n"
-        "  -v, --verbose       debug logging\n"
-        "  --version\n");
+        "  --broker EP          the broker's worker endpoint (tcp://host:port)\n"
+        "  --backend B          cpu or cuda\n"
+        "  --device N           CUDA device ordinal (default 0)\n"
+        "  --slots N            jobs running at once (default: cpu 2, cuda 1)\n"
+        "  --prefetch N         extra jobs taken to compile ahead (default 1)\n"
+        "  --cache PATH         compile cache file (default $KGYM_CACHE_DIR or ~/.cache/kgym)\n"
+        "  --name NAME          worker name (default host:pid)\n"
+        "  --heartbeat MS       heartbeat interval (default 1000)\n"
+        "  --liveness N         missed heartbeats before reconnecting (default 3)\n"
+        "  --curve-secret FILE  own secret certificate (kgym keygen): CURVE to the broker\n"
+        "  --broker-key FILE    the broker's public certificate (with --curve-secret)\n"
+        "  --fresh-runner       CUDA: a fresh runner process per job\n"
+        "  -v, --verbose        debug logging\n"
+        "  --version\n"
+        "SIGTERM drains (finish held jobs, then exit 0); a second SIGTERM or SIGINT exits at once.\n");
+}
+
+static void
+s_on_signal (int signum)
+{
+    int saved = errno;
+    unsigned char byte = (unsigned char) signum;
+    if (write (s_signal_pipe [1], &byte, 1) < 0) {
+        //  The pipe is full: a signal is pending there already.
+    }
+    errno = saved;
+}
+
+//  Turns signals from the pipe into commands: SIGTERM once "DRAIN", then "STOP".
+static void
+s_signal_actor (zsock_t *pipe, void *args)
+{
+    zsock_signal (pipe, 0);
+    int terms = 0;
+    while (true) {
+        zmq_pollitem_t items [] = {
+            { zsock_resolve (pipe), 0, ZMQ_POLLIN, 0 },
+            { NULL, s_signal_pipe [0], ZMQ_POLLIN, 0 }
+        };
+        if (zmq_poll (items, 2, -1) == -1) {
+            if (zmq_errno () == EINTR)
+                continue;
+            break;
+        }
+        if (items [0].revents & ZMQ_POLLIN) {
+            char *command = zstr_recv (pipe);
+            bool term = !command || streq (command, "$TERM");
+            zstr_free (&command);
+            if (term)
+                break;
+        }
+        if (items [1].revents & ZMQ_POLLIN) {
+            unsigned char byte;
+            while (read (s_signal_pipe [0], &byte, 1) == 1) {
+                bool drain = byte == SIGTERM && terms++ == 0;
+                log_info ("worker", "%s: %s", byte == SIGTERM? "SIGTERM": "SIGINT",
+                          drain? "draining (again to stop at once)": "stopping now");
+                zstr_send (pipe, drain? "DRAIN": "STOP");
+            }
+        }
+    }
+}
+
+//  A positive integer option.
+static int
+s_parse_u32 (const char *option, const char *text, uint32_t *value, bool zero_ok)
+{
+    char *end;
+    errno = 0;
+    unsigned long long number = strtoull (text, &end, 10);
+    if (errno || end == text || *end || text [0] == '-' || (number == 0 && !zero_ok)
+    ||  number > 1000000) {
+        fprintf (stderr, "kgym-worker: %s wants a%s integer, not '%s'\n", option,
+                 zero_ok? " non-negative": " positive", text);
+        return -1;
+    }
+    *value = (uint32_t) number;
+    return 0;
 }
 
 int
@@ -39,6 +119,8 @@ main (int argc, char **argv)
         { "device", required_argument, 0, 'd' }, { "slots", required_argument, 0, 's' },
         { "prefetch", required_argument, 0, 'p' }, { "cache", required_argument, 0, 'c' },
         { "name", required_argument, 0, 'n' }, { "heartbeat", required_argument, 0, 'H' },
+        { "liveness", required_argument, 0, 'l' },
+        { "curve-secret", required_argument, 0, 'S' }, { "broker-key", required_argument, 0, 'K' },
         { "fresh-runner", no_argument, 0, 'f' }, { "verbose", no_argument, 0, 'v' },
         { "help", no_argument, 0, 'h' }, { "version", no_argument, 0, 'V' }, { 0, 0, 0, 0 }
     };
@@ -48,11 +130,14 @@ main (int argc, char **argv)
             case 'b': cfg.broker_endpoint = optarg; break;
             case 'B': cfg.backend = optarg; break;
             case 'd': cfg.device = atoi (optarg); break;
-            case 's': cfg.slots = (uint32_t) atoi (optarg); break;
-            case 'p': cfg.prefetch = (uint32_t) atoi (optarg); break;
+            case 's': if (s_parse_u32 ("--slots", optarg, &cfg.slots, false)) return 2; break;
+            case 'p': if (s_parse_u32 ("--prefetch", optarg, &cfg.prefetch, true)) return 2; break;
             case 'c': cfg.cache_path = optarg; break;
             case 'n': cfg.name = optarg; break;
-            case 'H': cfg.heartbeat_ms = (uint32_t) atoi (optarg); break;
+            case 'H': if (s_parse_u32 ("--heartbeat", optarg, &cfg.heartbeat_ms, false)) return 2; break;
+            case 'l': if (s_parse_u32 ("--liveness", optarg, &cfg.liveness, false)) return 2; break;
+            case 'S': cfg.curve_secret = optarg; break;
+            case 'K': cfg.broker_key = optarg; break;
             case 'f': cfg.fresh_runner = true; break;
             case 'v': common_log_set_level (LOG_LEVEL_DEBUG); break;
             case 'V': printf ("kgym-worker %s\n", KGYM_VERSION); return 0;
@@ -64,19 +149,46 @@ main (int argc, char **argv)
         fprintf (stderr, "kgym-worker: --broker and --backend are required\n");
         return 2;
     }
+    if (!cfg.curve_secret != !cfg.broker_key) {
+        fprintf (stderr, "kgym-worker: --curve-secret and --broker-key go together\n");
+        return 2;
+    }
     //  Orphaned grandchildren of killed sandboxes (a compiler's cc1) come to us
     //  to be reaped, even where PID 1 does not reap.
     prctl (PR_SET_CHILD_SUBREAPER, 1);
+    //  Signals are ours (drain on the first SIGTERM), not CZMQ's.
+    zsys_handler_set (NULL);
     zsys_init ();
     zsys_set_logstream (NULL);
-    zsys_catch_interrupts ();
+    if (pipe2 (s_signal_pipe, O_CLOEXEC | O_NONBLOCK)) {
+        fprintf (stderr, "kgym-worker: cannot make a pipe: %s\n", strerror (errno));
+        return 1;
+    }
+    struct sigaction action;
+    memset (&action, 0, sizeof (action));
+    action.sa_handler = s_on_signal;
+    sigemptyset (&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    sigaction (SIGTERM, &action, NULL);
+    sigaction (SIGINT, &action, NULL);
+
     char err [512] = "";
     worker_server_t *server = worker_server_new (&cfg, err, sizeof err);
     if (!server) {
         fprintf (stderr, "kgym-worker: %s\n", err);
         return 1;
     }
-    int rc = worker_server_run (server, NULL);
+    zactor_t *signals = zactor_new (s_signal_actor, NULL);
+    int rc = signals? worker_server_run (server, zactor_sock (signals)): -1;
+    if (rc == 0 && worker_server_jobs (server) > 0) {
+        //  Stopped at once with jobs still running: leave without waiting
+        //  for them (the broker requeues them). A moment for the DISCONNECT
+        //  to go out, as a socket's linger would give it.
+        zclock_sleep (200);
+        fflush (NULL);
+        _exit (0);
+    }
+    zactor_destroy (&signals);
     worker_server_destroy (&server);
     return rc == 0? 0: 1;
 }

@@ -5,31 +5,62 @@
         server -> job   "GO"                     a run slot is free
         job -> server   "RESULT" + body frame    done
         server -> job   "$TERM"                  (zactor_destroy) end
+
+    The server as a state machine (states in worker_server.h):
+        state        event                       action
+        any          JOB                         start its thread (quarantined: drop, it is stale)
+        any          ERROR 440, silence, DISCONNECT  orphan held jobs, new socket, READY
+        ready        DRAIN (broker, pipe, set)   draining; HEARTBEAT{state} now
+        any          QUARANTINE (set, pipe)      quarantined; READY{state} (broker
+                                                 takes its leases back); orphan held jobs
+        quarantined  READY (set, pipe)           ready; READY{state}
+        draining     last held job done          DISCONNECT "drained", return
+        any          STOP, $TERM                 DISCONNECT, return
+    An orphaned job belongs to a lease the broker has taken back: its result
+    is dropped when it comes. One that has not started runs only in a slot
+    no live job wants (never while quarantined): the evaluator can free a
+    prepared job only by running it, and doing that in the server's thread
+    would stall the worker for a whole run.
 */
 #include "worker_server.h"
 #include "worker_eval.h"
 #include "proto_msg.h"
 #include "proto_mpk.h"
+#include "proto_curve.h"
 #include "common_log.h"
 #include <unistd.h>
 
+#define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 32000
+#define STATE_LINGER_MS 1000        //  how long a state request may wait for the server
+
+static const char *s_state_names [] = { "ready", "draining", "quarantined" };
 
 struct worker_server_t {
     worker_config_t cfg;            //  copy; strings owned below
     char name[PROTO_MAX_STR];       //  worker name
     char backend[16];               //  served backend
     char *endpoint;                 //  broker endpoint
+    char *curve_secret;             //  own certificate file, or NULL
+    char *broker_key;               //  broker's certificate file, or NULL
     worker_eval_t *eval;            //  the evaluator, shared by job threads
     zsock_t *broker;                //  DEALER to the broker
-    zpoller_t *poller;              //  broker socket, pipe, job actors
+    zsock_t *control;               //  PULL for worker_server_set_state from other threads
+    char control_endpoint[64];      //  its inproc endpoint
+    zpoller_t *poller;              //  broker socket, control, pipe, job actors
     zlistx_t *jobs;                 //  s_job_t in arrival order
     uint32_t running;               //  jobs holding a run slot
+    worker_state_t state;           //  what READY and HEARTBEAT say
+    char reason[PROTO_MAX_STR];     //  why (quarantine), for logs and STATUS
     int64_t last_heard;             //  last message from the broker (ms)
     int64_t last_sent;              //  last message to the broker (ms)
     uint32_t backoff_ms;            //  next reconnect delay
     int64_t reconnect_at;           //  when to reconnect (0 = connected)
+    int64_t ready_sent;             //  when READY went out (ms)
+    bool registered;                //  the broker spoke (not an ERROR) since READY went out
     uint64_t done;                  //  jobs finished
+    uint64_t connects;              //  sockets made (1 + reconnects)
+    bool stop;                      //  leave at the next turn
 };
 
 //  One job in this worker.
@@ -41,6 +72,7 @@ typedef struct {
     zactor_t *actor;                //  the job's thread
     bool prepared;                  //  said PREPARED
     bool go;                        //  holds a run slot
+    bool orphaned;                  //  its lease is gone: drop its result
 } s_job_t;
 
 void
@@ -52,6 +84,12 @@ worker_config_default (worker_config_t *cfg)
     cfg->prefetch = 1;
     cfg->heartbeat_ms = 1000;
     cfg->liveness = 3;
+}
+
+const char *
+worker_state_name (worker_state_t state)
+{
+    return (unsigned) state < 3? s_state_names [state]: "unknown";
 }
 
 static json_t *
@@ -124,6 +162,10 @@ worker_server_new (const worker_config_t *cfg, char *err, size_t errlen)
         snprintf (err, errlen, "broker endpoint and backend are required");
         return NULL;
     }
+    if (!cfg->curve_secret != !cfg->broker_key) {
+        snprintf (err, errlen, "CURVE needs both the worker's secret certificate and the broker's key");
+        return NULL;
+    }
     worker_server_t *self = calloc (1, sizeof *self);
     if (!self) {
         snprintf (err, errlen, "out of memory");
@@ -132,6 +174,19 @@ worker_server_new (const worker_config_t *cfg, char *err, size_t errlen)
     self->cfg = *cfg;
     snprintf (self->backend, sizeof self->backend, "%s", cfg->backend);
     self->endpoint = strdup (cfg->broker_endpoint);
+    if (cfg->curve_secret) {
+        self->curve_secret = strdup (cfg->curve_secret);
+        self->broker_key = strdup (cfg->broker_key);
+        //  Check the certificates now, on a socket that is thrown away.
+        zsock_t *probe = zsock_new (ZMQ_DEALER);
+        int rc = probe? proto_curve_client (probe, cfg->curve_secret, cfg->broker_key, err, errlen): -1;
+        zsock_destroy (&probe);
+        if (rc) {
+            worker_server_destroy (&self);
+            return NULL;
+        }
+    }
+    self->cfg.curve_secret = self->cfg.broker_key = NULL;
     if (cfg->name)
         snprintf (self->name, sizeof self->name, "%s", cfg->name);
     else {
@@ -145,6 +200,16 @@ worker_server_new (const worker_config_t *cfg, char *err, size_t errlen)
         self->cfg.heartbeat_ms = 1000;
     if (self->cfg.liveness == 0)
         self->cfg.liveness = 3;
+    //  State requests from other threads arrive here; bound now, so a
+    //  request made before worker_server_run waits for it.
+    snprintf (self->control_endpoint, sizeof self->control_endpoint, "inproc://kgym-worker-%p",
+              (void *) self);
+    self->control = zsock_new (ZMQ_PULL);
+    if (!self->control || zsock_bind (self->control, "%s", self->control_endpoint) == -1) {
+        snprintf (err, errlen, "cannot bind %s", self->control_endpoint);
+        worker_server_destroy (&self);
+        return NULL;
+    }
     worker_eval_config_t ecfg;
     worker_eval_config_default (&ecfg);
     ecfg.backend = self->backend;
@@ -158,7 +223,7 @@ worker_server_new (const worker_config_t *cfg, char *err, size_t errlen)
         worker_server_destroy (&self);
         return NULL;
     }
-    self->backoff_ms = 1000;
+    self->backoff_ms = BACKOFF_MIN_MS;
     return self;
 }
 
@@ -190,8 +255,11 @@ worker_server_destroy (worker_server_t **self_p)
     }
     zpoller_destroy (&self->poller);
     zsock_destroy (&self->broker);
+    zsock_destroy (&self->control);
     worker_eval_destroy (&self->eval);
     free (self->endpoint);
+    free (self->curve_secret);
+    free (self->broker_key);
     free (self);
     *self_p = NULL;
 }
@@ -200,6 +268,35 @@ const char *
 worker_server_device (worker_server_t *self)
 {
     return worker_eval_device (self->eval);
+}
+
+worker_state_t
+worker_server_state (worker_server_t *self)
+{
+    return self->state;
+}
+
+size_t
+worker_server_jobs (worker_server_t *self)
+{
+    return zlistx_size (self->jobs);
+}
+
+int
+worker_server_set_state (worker_server_t *self, worker_state_t state, const char *reason)
+{
+    if (!self || (unsigned) state > WORKER_STATE_QUARANTINED)
+        return -1;
+    //  A socket of the caller's own, so any thread may ask.
+    zsock_t *push = zsock_new (ZMQ_PUSH);
+    if (!push)
+        return -1;
+    zsock_set_linger (push, STATE_LINGER_MS);
+    int rc = zsock_connect (push, "%s", self->control_endpoint);
+    if (rc == 0)
+        rc = zstr_sendx (push, "STATE", s_state_names [state], reason? reason: "", NULL);
+    zsock_destroy (&push);
+    return rc == 0? 0: -1;
 }
 
 static int
@@ -219,8 +316,49 @@ s_send_ready (worker_server_t *self)
     proto_msg_set_str (msg->name, self->name);
     msg->capacity = self->cfg.slots + self->cfg.prefetch;
     msg->pid = (uint32_t) getpid ();
+    if (self->state != WORKER_STATE_READY)
+        proto_msg_set_str (msg->state, s_state_names [self->state]);
     s_send (self, msg);
     proto_msg_destroy (&msg);
+    self->ready_sent = zclock_mono ();
+    self->registered = false;
+}
+
+//  A HEARTBEAT, with the state when it is not plain ready.
+static void
+s_send_heartbeat (worker_server_t *self)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_HEARTBEAT);
+    if (self->state != WORKER_STATE_READY)
+        proto_msg_set_str (msg->state, s_state_names [self->state]);
+    s_send (self, msg);
+    proto_msg_destroy (&msg);
+}
+
+static void
+s_remove_job (worker_server_t *self, s_job_t *job)
+{
+    zpoller_remove (self->poller, job->actor);
+    void *handle = zlistx_find (self->jobs, job);
+    if (handle)
+        zlistx_delete (self->jobs, handle);
+    s_job_destroy (&job);
+}
+
+//  The broker has taken back every lease we hold: end what has not
+//  started, and drop the results of what runs.
+static void
+s_orphan_jobs (worker_server_t *self)
+{
+    size_t count = 0;
+    for (s_job_t *job = (s_job_t *) zlistx_first (self->jobs); job;
+         job = (s_job_t *) zlistx_next (self->jobs))
+        if (!job->orphaned) {
+            job->orphaned = true;
+            count++;
+        }
+    if (count)
+        log_info ("worker", "%zu job(s) given up: the broker took their leases back", count);
 }
 
 static int
@@ -230,24 +368,65 @@ s_connect (worker_server_t *self)
         zpoller_remove (self->poller, self->broker);
         zsock_destroy (&self->broker);
     }
+    s_orphan_jobs (self);
     self->broker = zsock_new (ZMQ_DEALER);
     if (!self->broker)
         return -1;
     proto_sock_configure (self->broker, false);
+    char err [256];
+    if (self->curve_secret
+    &&  proto_curve_client (self->broker, self->curve_secret, self->broker_key, err, sizeof err)) {
+        log_error ("worker", "%s", err);
+        return -1;
+    }
     if (zsock_connect (self->broker, "%s", self->endpoint)) {
         log_error ("worker", "cannot connect to %s", self->endpoint);
         return -1;
     }
     zpoller_add (self->poller, self->broker);
+    self->connects++;
     self->last_heard = zclock_mono ();
     self->reconnect_at = 0;
     s_send_ready (self);
     return 0;
 }
 
+static void s_dispatch (worker_server_t *self);
+
+//  Apply a state change (the server's thread).
+static void
+s_set_state (worker_server_t *self, worker_state_t state, const char *reason)
+{
+    if (state == self->state)
+        return;
+    worker_state_t was = self->state;
+    self->state = state;
+    proto_msg_set_str (self->reason, reason);
+    log_info ("worker", "%s: %s (was %s)%s%s", self->name, s_state_names [state], s_state_names [was],
+              reason && *reason? ": ": "", reason? reason: "");
+    s_dispatch (self);
+    if (!self->broker)
+        return;
+    if (state == WORKER_STATE_QUARANTINED) {
+        //  A READY hands every lease back to the broker at once.
+        s_send_ready (self);
+        s_orphan_jobs (self);
+    }
+    else
+    if (was == WORKER_STATE_QUARANTINED)
+        s_send_ready (self);
+    else
+        s_send_heartbeat (self);
+}
+
 static void
 s_start_job (worker_server_t *self, proto_msg_t *msg)
 {
+    if (self->state == WORKER_STATE_QUARANTINED) {
+        //  Sent before the broker heard we are quarantined: it has taken it back.
+        log_debug ("worker", "job %llu dropped: quarantined", (unsigned long long) msg->job);
+        return;
+    }
     s_job_t *job = calloc (1, sizeof *job);
     if (!job)
         return;
@@ -261,23 +440,42 @@ s_start_job (worker_server_t *self, proto_msg_t *msg)
         s_job_destroy (&job);
         return;
     }
+    log_debug ("worker", "job %llu attempt %u: started", (unsigned long long) job->job, job->attempt);
     zpoller_add (self->poller, job->actor);
     zlistx_add_end (self->jobs, job);
 }
 
-//  Hand free run slots to prepared jobs, oldest first.
+//  Hand free run slots to prepared jobs, oldest first: live ones, then
+//  orphaned ones (to end them) when no live one waits.
 static void
 s_dispatch (worker_server_t *self)
 {
-    s_job_t *job = (s_job_t *) zlistx_first (self->jobs);
-    while (job && self->running < self->cfg.slots) {
-        if (job->prepared && !job->go) {
-            job->go = true;
-            self->running++;
-            zstr_send (job->actor, "GO");
+    if (self->state == WORKER_STATE_QUARANTINED)
+        return;
+    for (int pass = 0; pass < 2; pass++) {
+        s_job_t *job = (s_job_t *) zlistx_first (self->jobs);
+        while (job && self->running < self->cfg.slots) {
+            if (job->prepared && !job->go && job->orphaned == (pass == 1)) {
+                job->go = true;
+                self->running++;
+                log_debug ("worker", "job %llu attempt %u: running%s", (unsigned long long) job->job,
+                           job->attempt, job->orphaned? " (orphaned)": "");
+                zstr_send (job->actor, "GO");
+            }
+            job = (s_job_t *) zlistx_next (self->jobs);
         }
-        job = (s_job_t *) zlistx_next (self->jobs);
     }
+}
+
+//  Jobs held that the broker still counts on.
+static size_t
+s_live_jobs (worker_server_t *self)
+{
+    size_t live = 0;
+    for (s_job_t *job = (s_job_t *) zlistx_first (self->jobs); job;
+         job = (s_job_t *) zlistx_next (self->jobs))
+        live += !job->orphaned;
+    return live;
 }
 
 static void
@@ -296,22 +494,23 @@ s_handle_job_actor (worker_server_t *self, zactor_t *actor)
         job->prepared = true;
     else
     if (command && streq (command, "RESULT")) {
-        proto_msg_t *msg = proto_msg_new (PROTO_RESULT);
-        msg->job = job->job;
-        msg->attempt = job->attempt;
-        zframe_t *body = zmsg_pop (reply);
-        proto_msg_set_body (msg, &body);
-        if (self->broker && s_send (self, msg))
-            log_warn ("worker", "could not send the result of job %llu",
-                      (unsigned long long) job->job);
-        proto_msg_destroy (&msg);
-        self->done++;
+        if (job->orphaned)
+            log_info ("worker", "result of job %llu attempt %u dropped: lease taken back",
+                      (unsigned long long) job->job, job->attempt);
+        else {
+            proto_msg_t *msg = proto_msg_new (PROTO_RESULT);
+            msg->job = job->job;
+            msg->attempt = job->attempt;
+            zframe_t *body = zmsg_pop (reply);
+            proto_msg_set_body (msg, &body);
+            if (self->broker && s_send (self, msg))
+                log_warn ("worker", "could not send the result of job %llu",
+                          (unsigned long long) job->job);
+            proto_msg_destroy (&msg);
+            self->done++;
+        }
         self->running--;
-        zpoller_remove (self->poller, job->actor);
-        void *handle = zlistx_find (self->jobs, job);
-        if (handle)
-            zlistx_delete (self->jobs, handle);
-        s_job_destroy (&job);
+        s_remove_job (self, job);
     }
     free (command);
     zmsg_destroy (&reply);
@@ -325,7 +524,10 @@ s_handle_broker (worker_server_t *self, proto_msg_t *msg)
     if (rc == -1)
         return;
     self->last_heard = zclock_mono ();
-    self->backoff_ms = 1000;
+    self->backoff_ms = BACKOFF_MIN_MS;
+    self->reconnect_at = 0;         //  it is back: no new socket needed
+    if (rc == 0 && msg->cmd != PROTO_ERROR)
+        self->registered = true;
     if (rc == -2) {
         log_warn ("worker", "malformed message from the broker: %s", msg->reason);
         return;
@@ -335,10 +537,23 @@ s_handle_broker (worker_server_t *self, proto_msg_t *msg)
             s_start_job (self, msg);
             break;
         case PROTO_ERROR:
-            if (msg->code == PROTO_ERR_UNKNOWN_PEER)
+            if (msg->code == PROTO_ERR_UNKNOWN_PEER) {
+                //  A broker that does not know us (it restarted, or dropped
+                //  us): it has requeued our leases. Start over, once: the
+                //  440s that answer what we sent before our READY (the
+                //  heartbeats queued while it was away) are not news.
+                if (!self->registered && zclock_mono () - self->ready_sent
+                                         < (int64_t) self->cfg.heartbeat_ms * self->cfg.liveness)
+                    break;
+                log_info ("worker", "the broker does not know us: announcing again");
+                s_orphan_jobs (self);
                 s_send_ready (self);
+            }
             else
                 log_warn ("worker", "broker error %u: %s", msg->code, msg->reason);
+            break;
+        case PROTO_DRAIN:
+            s_set_state (self, WORKER_STATE_DRAINING, msg->reason);
             break;
         case PROTO_DISCONNECT:
             log_info ("worker", "broker asked us to reconnect: %s", msg->reason);
@@ -349,24 +564,60 @@ s_handle_broker (worker_server_t *self, proto_msg_t *msg)
     }
 }
 
+//  A state request from another thread, or a command on the pipe.
+static void
+s_handle_command (worker_server_t *self, zsock_t *from, zsock_t *pipe)
+{
+    zmsg_t *request = zmsg_recv (from);
+    char *command = request? zmsg_popstr (request): NULL;
+    char *arg = request? zmsg_popstr (request): NULL;
+    char *reason = request? zmsg_popstr (request): NULL;
+    if (!command || streq (command, "$TERM") || streq (command, "STOP"))
+        self->stop = true;
+    else
+    if (streq (command, "DRAIN"))
+        s_set_state (self, WORKER_STATE_DRAINING, arg? arg: "asked to drain");
+    else
+    if (streq (command, "QUARANTINE"))
+        s_set_state (self, WORKER_STATE_QUARANTINED, arg);
+    else
+    if (streq (command, "READY"))
+        s_set_state (self, WORKER_STATE_READY, arg);
+    else
+    if (streq (command, "STATE") && arg) {
+        for (int i = 0; i < 3; i++)
+            if (streq (arg, s_state_names [i]))
+                s_set_state (self, (worker_state_t) i, reason);
+    }
+    else
+    if (streq (command, "STATUS") && from == pipe)
+        zstr_sendf (pipe, "{\"state\":\"%s\",\"jobs\":%zu,\"done\":%llu,\"connects\":%llu}",
+                    s_state_names [self->state], s_live_jobs (self),
+                    (unsigned long long) self->done, (unsigned long long) self->connects);
+    else
+        log_warn ("worker", "unknown command '%s'", command);
+    free (command);
+    free (arg);
+    free (reason);
+    zmsg_destroy (&request);
+}
+
 int
 worker_server_run (worker_server_t *self, zsock_t *pipe)
 {
-    self->poller = pipe? zpoller_new (pipe, NULL): zpoller_new (NULL);
+    self->poller = pipe? zpoller_new (pipe, self->control, NULL): zpoller_new (self->control, NULL);
     if (!self->poller || s_connect (self))
         return -1;
-    log_info ("worker", "%s serving %s on %s, %u slots, broker %s", self->name, self->backend,
-              worker_eval_device (self->eval), self->cfg.slots, self->endpoint);
+    log_info ("worker", "%s serving %s on %s, %u slots, broker %s%s", self->name, self->backend,
+              worker_eval_device (self->eval), self->cfg.slots, self->endpoint,
+              self->curve_secret? " (CURVE)": "");
     proto_msg_t *msg = proto_msg_new (PROTO_HEARTBEAT);
-    bool terminated = false;
-    while (!terminated && !zsys_interrupted) {
+    bool drained = false;
+    while (!self->stop && !drained && !zsys_interrupted) {
         void *which = zpoller_wait (self->poller, (int) self->cfg.heartbeat_ms);
-        if (which == pipe && pipe) {
-            char *command = zstr_recv (pipe);
-            terminated = !command || streq (command, "$TERM");
-            free (command);
-            continue;
-        }
+        if (which && (which == pipe || which == self->control))
+            s_handle_command (self, (zsock_t *) which, pipe);
+        else
         if (which && which == self->broker)
             s_handle_broker (self, msg);
         else
@@ -375,28 +626,32 @@ worker_server_run (worker_server_t *self, zsock_t *pipe)
         int64_t now = zclock_mono ();
         if (self->reconnect_at && now >= self->reconnect_at) {
             log_info ("worker", "reconnecting to %s", self->endpoint);
-            s_connect (self);
+            if (s_connect (self))
+                self->reconnect_at = now + self->backoff_ms;
         }
         else
         if (!self->reconnect_at
         &&  now - self->last_heard > (int64_t) self->cfg.heartbeat_ms * self->cfg.liveness) {
             //  The broker went quiet: back off, then start over with a new socket.
-            log_warn ("worker", "broker silent for %lld ms", (long long) (now - self->last_heard));
+            log_warn ("worker", "broker silent for %lld ms%s", (long long) (now - self->last_heard),
+                      self->curve_secret? " (or it refuses our key)": "");
             self->reconnect_at = now + self->backoff_ms;
             self->backoff_ms = self->backoff_ms * 2 > BACKOFF_MAX_MS? BACKOFF_MAX_MS
                                                                     : self->backoff_ms * 2;
             self->last_heard = now;
         }
-        if (self->broker && now - self->last_sent >= (int64_t) self->cfg.heartbeat_ms) {
-            proto_msg_reset (msg, PROTO_HEARTBEAT);
-            s_send (self, msg);
-        }
+        if (self->broker && now - self->last_sent >= (int64_t) self->cfg.heartbeat_ms)
+            s_send_heartbeat (self);
+        if (self->state == WORKER_STATE_DRAINING && s_live_jobs (self) == 0 && !self->reconnect_at)
+            drained = true;
     }
     if (self->broker) {
         proto_msg_reset (msg, PROTO_DISCONNECT);
-        proto_msg_set_str (msg->reason, "worker stopping");
+        proto_msg_set_str (msg->reason, drained? "drained": "worker stopping");
         s_send (self, msg);
     }
+    log_info ("worker", "%s %s after %llu job(s)", self->name, drained? "drained": "stopping",
+              (unsigned long long) self->done);
     proto_msg_destroy (&msg);
     return 0;
 }

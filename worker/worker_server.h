@@ -1,12 +1,31 @@
 /*  worker_server - a worker's connection to the broker.
 
-    Announces itself (READY: backend, device, capacity), heartbeats, takes
-    JOBs up to its capacity and sends each RESULT as soon as it is ready.
-    Each job runs in its own thread (an actor): it compiles at once, then
-    waits for a run slot, so one job compiles while another runs. Only the
-    server's thread touches the broker socket. When the broker goes silent
-    the worker reconnects by itself (backing off 1 s doubling to 32 s) and
-    announces itself again.
+    Announces itself (READY: backend, device, capacity, state), heartbeats,
+    takes JOBs up to its capacity and sends each RESULT as soon as it is
+    ready. Each job runs in its own thread (an actor): it compiles at once,
+    then waits for a run slot, so one job compiles while another runs. Only
+    the server's thread touches the broker socket.
+
+    Reconnects by itself: when the broker goes silent (backing off 1 s
+    doubling to 32 s, then a new socket) or answers "unknown worker" (a
+    restarted broker), it announces itself again and forgets the jobs it
+    held: the broker has requeued them, and their results would be stale.
+
+    States (worker_state_t), carried in READY and HEARTBEAT:
+        ready        takes jobs
+        draining     finishes what it holds, takes no new job, then sends
+                     DISCONNECT and worker_server_run returns 0. Entered on
+                     DRAIN from the broker (`kgym drain NAME`), "DRAIN" on
+                     the pipe (kgym-worker: the first SIGTERM) or
+                     worker_server_set_state.
+        quarantined  its device is unfit (a failed GPU check): it gives its
+                     jobs back to the broker (READY again), takes nothing,
+                     and stays connected so the broker shows it; set by
+                     worker_server_set_state, left by setting ready.
+    Pipe commands (the pipe given to worker_server_run, or the actor's):
+    "DRAIN", "STOP" (leave now: DISCONNECT, jobs go back), "$TERM" (same),
+    "QUARANTINE" [reason], "READY", "STATUS" -> one string, a JSON object
+    {"state", "jobs", "done", "connects"}.
 */
 #ifndef WORKER_SERVER_H
 #define WORKER_SERVER_H
@@ -26,21 +45,46 @@ typedef struct {
     uint32_t heartbeat_ms;          //  default 1000
     uint32_t liveness;              //  missed heartbeats before reconnecting (default 3)
     bool fresh_runner;              //  CUDA: a fresh runner per job
+    const char *curve_secret;       //  own secret certificate: CURVE to the broker
+    const char *broker_key;         //  the broker's public certificate (with curve_secret)
 } worker_config_t;
 
 void worker_config_default (worker_config_t *cfg);
 
+typedef enum {
+    WORKER_STATE_READY = 0,         //  takes jobs
+    WORKER_STATE_DRAINING,          //  finishes its jobs, then leaves
+    WORKER_STATE_QUARANTINED        //  device unfit: takes nothing
+} worker_state_t;
+
+//  "ready", "draining", "quarantined".
+const char *worker_state_name (worker_state_t state);
+
 typedef struct worker_server_t worker_server_t;
 
-//  Create (makes the evaluator, so a broken backend fails here). NULL with a reason.
+//  Create (makes the evaluator, so a broken backend fails here; loads the
+//  CURVE certificates). NULL with a reason.
 worker_server_t *worker_server_new (const worker_config_t *cfg, char *err, size_t errlen);
 void worker_server_destroy (worker_server_t **self_p);
 
-//  Serve until interrupted (SIGINT/SIGTERM) or "$TERM" arrives on pipe (may be NULL).
+//  Serve until drained, stopped ("STOP"/"$TERM" on pipe, which may be NULL)
+//  or interrupted (zsys_interrupted). 0, or -1 when it could not start.
 int worker_server_run (worker_server_t *self, zsock_t *pipe);
 
 //  Actor form: zactor_new (worker_server_actor, server) takes ownership of server.
 void worker_server_actor (zsock_t *pipe, void *args);
+
+//  Ask for a state change, from any thread (a job thread whose GPU check
+//  failed calls this with WORKER_STATE_QUARANTINED). The server's thread
+//  applies it at once if it is waiting, else at its next turn. reason may
+//  be NULL. 0, or -1 when the request could not be sent.
+int worker_server_set_state (worker_server_t *self, worker_state_t state, const char *reason);
+
+//  The state (server's thread only).
+worker_state_t worker_server_state (worker_server_t *self);
+
+//  Jobs held now, running or waiting (server's thread only).
+size_t worker_server_jobs (worker_server_t *self);
 
 //  The device this worker grades on (borrowed).
 const char *worker_server_device (worker_server_t *self);
