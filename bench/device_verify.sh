@@ -4,7 +4,8 @@
 #   more GPUs, the multi-GPU scaling run. Binaries come from a build copied by
 #   bench/device_stage.sh into .devbuild; libraries from .devlibs (see
 #   ../shared/device/README.md). Logs go to $OUT.
-#   bench/device_verify.sh [tests] [demo] [bench] [scaling]
+#   bench/device_verify.sh [tests] [profile] [demo] [bench] [scaling]
+#   (profile: the profiler's cases, then the whole gpu suite, with per-case output)
 set -u
 export LD_LIBRARY_PATH=$PWD/.devlibs/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 B=$PWD/.devbuild
@@ -18,6 +19,15 @@ for step in $steps; do
     echo "=== $step"
     case $step in
         tests)   (cd $B/tests && ./test_worker_cuda) 2>&1 | tee $OUT/gpu_tests.log | tail -n 60 ;;
+        profile)
+            (cd $B/tests && CK_RUN_CASE=profile CK_VERBOSITY=verbose timeout ${PROFILE_LIMIT:-240} \
+                stdbuf -oL ./test_worker_cuda) > $OUT/profile.log 2>&1
+            echo "profile case exit $?" >> $OUT/profile.log
+            (cd $B/tests && CK_RUN_CASE=gpu CK_VERBOSITY=verbose timeout ${GPU_LIMIT:-280} \
+                stdbuf -oL ./test_worker_cuda) > $OUT/gpu.log 2>&1
+            echo "gpu case exit $?" >> $OUT/gpu.log
+            grep -hE "^(PROFILE|AGREE|HAND|NOOP|ROOF|OFF)|exit [0-9]|Checks|:F:|:E:" $OUT/profile.log
+            grep -hE "split_|exit [0-9]|Checks|:F:|:E:" $OUT/gpu.log ;;
         demo)    $B/client/kgym demo 2>&1 | tee $OUT/demo.log | tail -n 50 ;;
         bench)   $B/bench/bench_cuda 2>&1 | tee $OUT/bench_cuda.log | tail -n 40 ;;
         scaling) OUT=$OUT bench/gpu_scaling.sh $B ${JOBS:-2000} 2>&1 | tee $OUT/scaling.log ;;
