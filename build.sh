@@ -25,7 +25,7 @@ need_pkgs() {
 }
 
 pkgs=(gcc pkg-config meson ninja-build python3 libczmq-dev libzmq3-dev libsqlite3-dev
-      libsodium-dev libjansson-dev libffi-dev libseccomp-dev check)
+      libsodium-dev libjansson-dev libffi-dev libseccomp-dev check python3-zmq python3-msgpack)
 # msgpack-c's dev package was renamed on newer releases.
 if apt-cache show libmsgpack-c-dev >/dev/null 2>&1; then pkgs+=(libmsgpack-c-dev); else pkgs+=(libmsgpack-dev); fi
 need_pkgs "${pkgs[@]}"

@@ -220,16 +220,17 @@ class Result:
         return {prefix + k: float(v) for k, v in m.items()}
 
     def feedback_text(self, max_chars=4000):
-        """Text for a model in a multi-turn loop: the worker's feedback when it
-        sent one, else a summary built from status, message, compiler output
-        and the first mismatches."""
-        if self.feedback:
-            return _cut(self.feedback, max_chars)
+        """Text for a model in a multi-turn loop: a status line (status,
+        reward, speedup), then the worker's feedback when it sent one, else
+        the message, compiler output and first mismatches."""
         lines = ["status: %s" % self.status]
         if self.reward is not None:
             lines[0] += ", reward %.4g" % self.reward
         if self.speedup is not None:
             lines[0] += ", speedup %.3gx over the baseline" % self.speedup
+        if self.feedback:
+            lines.append(self.feedback)
+            return _cut("\n".join(lines), max_chars)
         if self.message:
             lines.append(self.message)
         if self.status == "compile_error" and self.compile_log:

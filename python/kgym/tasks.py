@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 EVAL_KEYS = ("seed", "trials", "warmup", "timed", "timeout", "compile_timeout", "profile",
-             "check_only")
+             "check_only", "feedback_bytes")
 REWARD_KEYS = ("compile_error", "incorrect", "runtime_error", "timeout", "clip", "shape")
 
 
