@@ -13,6 +13,7 @@
 #include "kgym_cli.h"
 #include "client_submit.h"
 #include "client_kgym.h"
+#include "client_format.h"
 #include "worker_eval.h"
 #include "worker_cache.h"
 #include "common_task.h"
@@ -32,8 +33,11 @@ s_usage (FILE *out)
 {
     fprintf (out,
         "usage: kgym COMMAND [options]\n"
-        "  eval    [--timeout S] [--seed N] [--trials N] [--check-only] [--cache PATH] TASK CANDIDATE...\n"
+        "  eval    [--timeout S] [--seed N] [--trials N] [--check-only] [--no-profile] [--cache PATH]\n"
+        "          [--profile [--json]] TASK CANDIDATE...\n"
         "          grade candidates locally, each in its sandbox; one JSON line per candidate\n"
+        "          (--profile: a readable block with feedback and per-kernel table instead;\n"
+        "          with --json too, JSON lines on stdout and the blocks on stderr)\n"
         "  submit  --broker EP [--timeout S] [--seed N] TASK CANDIDATE...   (or --batch FILE)\n"
         "          grade through a broker; JSON lines in completion order\n"
         "  compile [--arch sm_XX] [--cache PATH] TASK CANDIDATE...\n"
@@ -71,9 +75,12 @@ s_eval (int argc, char **argv)
     static struct option options[] = {
         { "timeout", required_argument, 0, 't' }, { "seed", required_argument, 0, 's' },
         { "trials", required_argument, 0, 'n' }, { "check-only", no_argument, 0, 'k' },
-        { "cache", required_argument, 0, 'c' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
+        { "cache", required_argument, 0, 'c' }, { "profile", no_argument, 0, 'p' },
+        { "json", no_argument, 0, 'j' }, { "no-profile", no_argument, 0, 'P' },
+        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
     };
     json_t *eval = json_object ();
+    bool table = false, json_lines = false;
     const char *cache = NULL;
     int opt;
     optind = 1;
@@ -84,6 +91,9 @@ s_eval (int argc, char **argv)
             case 'n': json_object_set_new (eval, "trials", json_integer (atoi (optarg))); break;
             case 'k': json_object_set_new (eval, "check_only", json_true ()); break;
             case 'c': cache = optarg; break;
+            case 'p': table = true; break;
+            case 'j': json_lines = true; break;
+            case 'P': json_object_set_new (eval, "profile", json_false ()); break;
             case 'h': s_usage (stdout); json_decref (eval); return 0;
             default: json_decref (eval); return 2;
         }
@@ -122,7 +132,12 @@ s_eval (int argc, char **argv)
         json_t *line = result? client_result_line (result, argv [i]): NULL;
         char *text = line? json_dumps (line, JSON_COMPACT | JSON_PRESERVE_ORDER): NULL;
         if (text) {
-            printf ("%s\n", text);
+            //  --profile alone: the readable block on stdout; with --json the
+            //  JSON lines keep stdout and the blocks go to stderr.
+            if (!table || json_lines)
+                printf ("%s\n", text);
+            if (table)
+                client_format_profile (result, argv [i], json_lines? stderr: stdout);
             fflush (stdout);
         }
         else {
