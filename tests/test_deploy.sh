@@ -1,0 +1,412 @@
+#!/usr/bin/env bash
+# test_deploy - checks of deploy/ (meson suite 'deploy'), one part per call:
+#
+#   tests/test_deploy.sh systemd      systemd-analyze verify and security on the units; the
+#                                     worker run under the unit's capability bounding set
+#   tests/test_deploy.sh k8s          the kustomize trees validated offline (kubernetes-models
+#                                     schemas + unknown keys + kgym's rules), as rendered here
+#                                     and by `kubectl kustomize` where kubectl exists
+#   tests/test_deploy.sh prometheus   promtool check config / rules, promtool test rules
+#   tests/test_deploy.sh slurm        a real Slurm (munge, slurmctld, two slurmd as two nodes
+#                                     on this host, fake GPU devices) runs deploy/slurm's
+#                                     scripts with CPU workers: a batch graded, then drained
+#
+# Environment: KGYM_SOURCE_DIR (the tree), KGYM_BUILD_DIR (a meson build with the binaries).
+# Exit: 0 passed, 77 skipped (a tool is missing: the reason is printed), 1 failed.
+set -uo pipefail
+part=${1:?usage: test_deploy.sh systemd|k8s|prometheus|slurm}
+src=${KGYM_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+build=${KGYM_BUILD_DIR:-$src/build}
+deploy=$src/deploy
+tmp=$(mktemp -d /tmp/kgym-deploy.XXXXXX)
+chmod 755 "$tmp"
+failures=0
+cleanup_steps=()
+
+cleanup() {
+    local i
+    for ((i = ${#cleanup_steps[@]} - 1; i >= 0; i--)); do eval "${cleanup_steps[$i]}" >/dev/null 2>&1; done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+say()  { echo "test_deploy $part: $*"; }
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+ok()   { echo "ok: $*"; }
+skip() {
+    echo "SKIP: $*"
+    [ "$failures" -gt 0 ] && { echo "$failures check(s) failed before that"; exit 1; }
+    exit 77
+}
+finish() {
+    if [ "$failures" -gt 0 ]; then echo "$failures check(s) failed"; exit 1; fi
+    echo "all checks passed"; exit 0
+}
+
+# Wait up to $1 seconds for the command after it to succeed.
+wait_for() {
+    local limit=$1; shift
+    local end=$((SECONDS + limit))
+    until "$@" >/dev/null 2>&1; do
+        [ $SECONDS -ge $end ] && return 1
+        sleep 0.2
+    done
+}
+
+# A free TCP port on loopback.
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Grade examples/cpu/rmsnorm_f32 through a broker; each status must match expected.json.
+# $1: client endpoint. Prints the results to $tmp/results.jsonl.
+grade_examples() {
+    local task=$src/examples/cpu/rmsnorm_f32
+    timeout 120 "$build/client/kgym" submit --broker "$1" "$task/task.json" "$task"/candidates/*.json \
+        > "$tmp/results.jsonl" 2> "$tmp/submit.err" || { cat "$tmp/submit.err"; return 1; }
+    python3 - "$task/expected.json" "$tmp/results.jsonl" <<'EOF'
+import json, os, sys
+expected = json.load(open(sys.argv[1]))
+results = [json.loads(line) for line in open(sys.argv[2])]
+bad = 0
+for r in results:
+    name = os.path.splitext(os.path.basename(r["candidate"]))[0]
+    if r["status"] != expected.get(name):
+        print(f"  {name}: status {r['status']}, expected {expected.get(name)} ({r.get('message', '')[:120]})")
+        bad += 1
+want = {k for k, v in expected.items() if isinstance(v, str)}
+got = {os.path.splitext(os.path.basename(r["candidate"]))[0] for r in results}
+if want != got:
+    print(f"  results for {sorted(got)}, expected {sorted(want)}")
+    bad += 1
+print(f"  {len(results)} results, {bad} wrong")
+sys.exit(1 if bad else 0)
+EOF
+}
+
+# ---------------------------------------------------------------------------
+part_systemd() {
+    command -v systemd-analyze >/dev/null || skip "systemd-analyze not installed"
+    # Stand-in binaries where the units expect the real ones (verify checks
+    # that ExecStart= names an executable).
+    mkdir -p "$tmp/bin" "$tmp/units"
+    for b in kgym-broker kgym-worker; do printf '#!/bin/sh\nexit 0\n' > "$tmp/bin/$b"; chmod +x "$tmp/bin/$b"; done
+    for f in "$deploy"/systemd/*.service "$deploy"/systemd/*.target; do
+        sed "s#/usr/local/bin/#$tmp/bin/#g" "$f" > "$tmp/units/$(basename "$f")"
+    done
+    cp "$tmp/units/kgym-worker@.service" "$tmp/units/kgym-worker@0.service"
+    cp "$tmp/units/kgym-worker@.service" "$tmp/units/kgym-worker@GPU-5c2ee7a4-0000-1111-2222-333344445555.service"
+    local out
+    for unit in kgym-broker.service kgym-worker@.service kgym-worker@0.service \
+                kgym-worker@GPU-5c2ee7a4-0000-1111-2222-333344445555.service kgym-workers.target; do
+        if out=$(cd "$tmp/units" && systemd-analyze verify "./$unit" 2>&1) && [ -z "$out" ]; then
+            ok "systemd-analyze verify $unit: clean"
+        else
+            fail "systemd-analyze verify $unit:"; echo "$out"
+        fi
+    done
+    # Exposure as systemd scores it (0 best, 10 worst). The worker is root
+    # by design (its sandbox needs it, see the unit): bounded, not minimal.
+    local unit limit score
+    for pair in kgym-broker.service:2.0 kgym-worker@0.service:6.0; do
+        unit=${pair%%:*}; limit=${pair##*:}
+        out=$(cd "$tmp/units" && systemd-analyze security --offline=yes "./$unit" 2>&1)
+        score=$(echo "$out" | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
+        if [ -n "$score" ] && python3 -c "import sys; sys.exit(0 if $score <= $limit else 1)"; then
+            ok "systemd-analyze security $unit: exposure $score (limit $limit)"
+        else
+            fail "systemd-analyze security $unit: exposure '${score:-?}' over $limit"; echo "$out" | tail -5
+        fi
+    done
+    # The worker unit's CapabilityBoundingSet= must be enough for the sandbox:
+    # a worker under exactly that set grades the CPU examples with the same
+    # confinement as an unrestricted one.
+    [ -x "$build/worker/kgym-worker" ] || { fail "no $build/worker/kgym-worker"; return; }
+    command -v setpriv >/dev/null || { say "setpriv missing: capability check skipped"; return; }
+    [ "$(id -u)" = 0 ] || { say "not root: capability check skipped (the worker runs as root)"; return; }
+    local caps
+    caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$deploy/systemd/kgym-worker@.service" | tr 'A-Z' 'a-z' \
+           | sed 's/cap_//g; s/ /,+/g')
+    "$build/broker/kgym-broker" --clients 'tcp://127.0.0.1:*' --workers 'tcp://127.0.0.1:*' \
+        > "$tmp/broker.log" 2>&1 &
+    local broker=$!
+    cleanup_steps+=("kill $broker")
+    wait_for 10 grep -q 'clients on' "$tmp/broker.log" || { fail "broker did not start"; cat "$tmp/broker.log"; return; }
+    local clients workers
+    clients=$(sed -n 's/.*clients on \(tcp:[^,]*\), workers on \(tcp:[^,]*\).*/\1/p' "$tmp/broker.log")
+    workers=$(sed -n 's/.*clients on \(tcp:[^,]*\), workers on \(tcp:[^,]*\).*/\2/p' "$tmp/broker.log")
+    KGYM_CACHE_DIR=$tmp/cache setpriv --bounding-set "-all,+$caps" --no-new-privs \
+        "$build/worker/kgym-worker" --broker "$workers" --backend cpu --name capcheck > "$tmp/worker.log" 2>&1 &
+    local worker=$!
+    cleanup_steps+=("kill $worker")
+    say "worker under bounding set +$caps"
+    if grade_examples "$clients"; then
+        ok "worker under the unit's CapabilityBoundingSet graded the examples as expected"
+    else
+        fail "worker under the unit's CapabilityBoundingSet"; tail -20 "$tmp/worker.log"
+    fi
+    # Same confinement as without the bound (kgym eval, unrestricted).
+    local task=$src/examples/cpu/rmsnorm_f32
+    KGYM_CACHE_DIR=$tmp/cache2 "$build/client/kgym" eval "$task/task.json" "$task/candidates/naive.json" \
+        > "$tmp/free.jsonl" 2>/dev/null
+    if python3 - "$tmp/free.jsonl" "$tmp/results.jsonl" <<'EOF'
+import json, sys
+keys = ("netns", "uid", "seccomp", "cgroup", "userns")
+free = json.loads(open(sys.argv[1]).readline())["sandbox"]
+bound = [r["sandbox"] for r in map(json.loads, open(sys.argv[2])) if r["candidate"].endswith("naive.json")][0]
+a = {k: free.get(k) for k in keys}; b = {k: bound.get(k) for k in keys}
+print(f"  unrestricted {a}\n  bounded      {b}")
+sys.exit(0 if a == b else 1)
+EOF
+    then ok "same sandbox confinement under the bounding set"
+    else fail "the bounding set weakened the sandbox"; fi
+}
+
+# ---------------------------------------------------------------------------
+part_k8s() {
+    command -v node >/dev/null && command -v npm >/dev/null || skip "node/npm not installed"
+    # kubernetes-models and yaml, installed into the build dir (never the tree).
+    local dir=$build/deploy-node
+    mkdir -p "$dir"
+    if ! cmp -s "$src/tests/deploy/package-lock.json" "$dir/package-lock.json" || [ ! -d "$dir/node_modules" ]; then
+        cp "$src/tests/deploy/package.json" "$src/tests/deploy/package-lock.json" "$dir/"
+        if ! (cd "$dir" && timeout 300 npm ci --no-audit --no-fund --loglevel=error) > "$tmp/npm.log" 2>&1; then
+            cat "$tmp/npm.log"
+            rm -f "$dir/package-lock.json"
+            skip "npm ci failed (no registry?): the k8s manifests were not validated"
+        fi
+    fi
+    cp "$src/tests/deploy/validate_k8s.cjs" "$dir/"
+    local args=()
+    for tree in "$deploy/k8s" "$deploy/k8s/hpa" "$deploy/k8s/monitoring"; do
+        args+=(--kustomize "$tree")
+        if command -v kubectl >/dev/null; then
+            local name
+            name=$(basename "$tree").yaml
+            if kubectl kustomize "$tree" > "$tmp/$name" 2> "$tmp/kubectl.err"; then
+                args+=(--rendered "$tmp/$name")
+            else
+                fail "kubectl kustomize $tree"; cat "$tmp/kubectl.err"
+            fi
+        fi
+    done
+    command -v kubectl >/dev/null || say "kubectl not installed: validated this checker's own rendering only"
+    if (cd "$src" && node "$dir/validate_k8s.cjs" "${args[@]}"); then
+        ok "k8s manifests: schema, unknown keys and kgym rules"
+    else
+        fail "k8s manifests"
+    fi
+}
+
+# ---------------------------------------------------------------------------
+part_prometheus() {
+    command -v promtool >/dev/null || skip "promtool not installed (Debian package prometheus)"
+    local p=$deploy/prometheus out
+    if out=$(promtool check config "$p/prometheus.yml" 2>&1); then ok "promtool check config prometheus.yml"
+    else fail "promtool check config prometheus.yml"; echo "$out"; fi
+    if out=$(promtool check config "$p/prometheus-k8s.yml" 2>&1); then
+        ok "promtool check config prometheus-k8s.yml"
+    elif echo "$out" | grep -q 'field kubernetes_sd_configs not found'; then
+        # Debian builds promtool without Kubernetes discovery: check the rest
+        # (relabelling, rules) with the discovery swapped for a static target.
+        python3 - "$p/prometheus-k8s.yml" "$tmp/prometheus-k8s-static.yml" <<'EOF'
+import re, sys
+text = open(sys.argv[1]).read()
+text = re.sub(r"    kubernetes_sd_configs:\n(      .*\n)+", "    static_configs:\n      - targets: ['pod:9556']\n", text)
+open(sys.argv[2], "w").write(text)
+EOF
+        cp "$p/kgym-alerts.yml" "$tmp/"
+        if out=$(promtool check config "$tmp/prometheus-k8s-static.yml" 2>&1); then
+            ok "promtool check config prometheus-k8s.yml (this promtool lacks kubernetes_sd: checked with a static target)"
+        else fail "promtool check config prometheus-k8s.yml"; echo "$out"; fi
+    else
+        fail "promtool check config prometheus-k8s.yml"; echo "$out"
+    fi
+    if out=$(promtool check rules "$p/kgym-alerts.yml" 2>&1); then ok "promtool check rules: $(echo "$out" | grep -o '[0-9]* rules found')"
+    else fail "promtool check rules"; echo "$out"; fi
+    if out=$(cd "$p" && promtool test rules kgym-alerts.test.yml 2>&1); then ok "promtool test rules kgym-alerts.test.yml"
+    else fail "promtool test rules"; echo "$out"; fi
+    # Every alert in the rules has at least one test case.
+    local alert
+    for alert in $(sed -n 's/^ *- alert: //p' "$p/kgym-alerts.yml"); do
+        grep -q "alertname: $alert\$" "$p/kgym-alerts.test.yml" || fail "alert $alert has no test in kgym-alerts.test.yml"
+    done
+    # Every metric the rules use is one kgym exports (docs/metrics.md lists them).
+    local metric
+    for metric in $(grep -o 'kgym_[a-z_]*' "$p/kgym-alerts.yml" | sed 's/_bucket$//' | sort -u); do
+        grep -q "\`$metric\`" "$src/docs/metrics.md" || fail "rules use $metric, which docs/metrics.md does not list"
+    done
+}
+
+# ---------------------------------------------------------------------------
+# Slurm: a throwaway cluster of two nodes (two slurmd) on this host.
+slurm_up() {
+    for tool in munged slurmctld slurmd sbatch squeue scancel scontrol; do
+        command -v "$tool" >/dev/null || skip "$tool not installed (Debian packages munge, slurm-wlm): the Slurm scripts were not run"
+    done
+    [ "$(id -u)" = 0 ] || skip "not root: cannot start slurmd here; the Slurm scripts were not run"
+    local T=$tmp/slurm host
+    host=$(hostname -s)
+    mkdir -p "$T"/{state,spool/"$host",spool/"$host-b",gpu,run,bin}
+    chmod 755 "$T"
+    dd if=/dev/urandom of="$T/munge.key" bs=1024 count=1 2>/dev/null
+    chmod 400 "$T/munge.key"
+    munged --socket="$T/munge.sock" --key-file="$T/munge.key" --pid-file="$T/munged.pid" \
+        --log-file="$T/munged.log" --seed-file="$T/munge.seed" --force > "$T/munged.out" 2>&1 \
+        || { cat "$T/munged.out"; skip "munged would not start here: the Slurm scripts were not run"; }
+    cleanup_steps+=("kill \$(cat $T/munged.pid)")
+    # Fake GPUs: character devices Slurm can bind one per task (it sets
+    # CUDA_VISIBLE_DEVICES from them); the workers use the CPU backend.
+    if ! { mknod "$T/gpu/nvidia0" c 1 3 && mknod "$T/gpu/nvidia1" c 1 3; } 2>/dev/null; then
+        skip "cannot make device nodes for fake GPUs here: the Slurm scripts were not run"
+    fi
+    local ctld_port d1 d2
+    ctld_port=$(free_port); d1=$(free_port); d2=$(free_port)
+    cat > "$T/slurm.conf" <<EOF
+ClusterName=kgymtest
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$ctld_port
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$T/munge.sock
+CredType=cred/munge
+StateSaveLocation=$T/state
+SlurmdSpoolDir=$T/spool/%n
+SlurmctldPidFile=$T/slurmctld.pid
+SlurmdPidFile=$T/slurmd-%n.pid
+SlurmctldLogFile=$T/slurmctld.log
+SlurmdLogFile=$T/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=1
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+GresTypes=gpu
+SlurmdParameters=config_overrides
+KillWait=60
+NodeName=$host NodeAddr=127.0.0.1 Port=$d1 CPUs=2 RealMemory=2000 Gres=gpu:2 State=UNKNOWN
+NodeName=$host-b NodeAddr=127.0.0.1 Port=$d2 CPUs=2 RealMemory=2000 Gres=gpu:2 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+EOF
+    cat > "$T/gres.conf" <<EOF
+AutoDetect=off
+NodeName=$host,$host-b Name=gpu File=$T/gpu/nvidia[0-1]
+EOF
+    export SLURM_CONF=$T/slurm.conf
+    slurmctld -f "$SLURM_CONF" > "$T/ctld.out" 2>&1 || { cat "$T/ctld.out"; skip "slurmctld would not start here"; }
+    cleanup_steps+=("kill \$(cat $T/slurmctld.pid)")
+    for node in "$host" "$host-b"; do
+        slurmd -N "$node" -f "$SLURM_CONF" > "$T/slurmd-$node.out" 2>&1 \
+            || { cat "$T/slurmd-$node.out"; skip "slurmd would not start here"; }
+        cleanup_steps+=("kill \$(cat $T/slurmd-$node.pid)")
+    done
+    if ! wait_for 30 bash -c "[ \"\$(sinfo -h -N -t idle -o %N | wc -l)\" = 2 ]"; then
+        sinfo -N; tail -5 "$T/slurmctld.log" "$T"/slurmd-*.log
+        skip "the Slurm nodes did not come up idle: the Slurm scripts were not run"
+    fi
+    ln -s "$build/broker/kgym-broker" "$build/worker/kgym-worker" "$T/bin/"
+    say "Slurm up: $(sinfo -h -N -o '%N %t' | tr '\n' ' ')(slurm $(sinfo --version | cut -d' ' -f2))"
+}
+
+# Submit one script (sbatch args in "$@"), grade a batch through it, drain it.
+slurm_run() {
+    local label=$1; shift
+    local T=$tmp/slurm job state
+    rm -f "$T"/run/*
+    # The nodes' own name where it resolves (as on a real cluster), else loopback.
+    local broker_host=
+    getent hosts "$(hostname -f)" >/dev/null 2>&1 || broker_host=127.0.0.1
+    job=$(cd "$T/run" && KGYM_BROKER_HOST=$broker_host KGYM_BIN=$T/bin KGYM_BACKEND=cpu KGYM_CLIENT_PORT=$(free_port) \
+          KGYM_WORKER_PORT=$(free_port) KGYM_STATE_DIR=$T/kstate-$label KGYM_CACHE_DIR=$T/cache \
+          sbatch --parsable --time=10 "$@")
+    [ -n "$job" ] || { fail "$label: sbatch refused the script"; return; }
+    say "$label: job $job"
+    if ! wait_for 60 test -s "$T/run/kgym-$job.env"; then
+        fail "$label: the broker's endpoints never appeared"; squeue; cat "$T/run/kgym-$job.log"; scancel "$job"; return
+    fi
+    # shellcheck disable=SC1090
+    . "$T/run/kgym-$job.env"
+    # Both workers registered before the batch (one per task).
+    wait_for 30 bash -c "[ \$(grep -c ' ready: backend cpu' '$T/run/kgym-$job.log') -ge 2 ]" \
+        || { fail "$label: workers did not register"; cat "$T/run/kgym-$job.log"; scancel "$job"; return; }
+    if grade_examples "$KGYM_CLIENTS"; then ok "$label: a batch graded through the Slurm job"
+    else fail "$label: grading through the Slurm job"; fi
+    # CUDA_VISIBLE_DEVICES: one fake GPU per task.
+    local gpus
+    gpus=$(for p in $(pgrep -f "kgym-worker --broker $KGYM_WORKERS"); do
+               tr '\0' '\n' < "/proc/$p/environ" | sed -n 's/^CUDA_VISIBLE_DEVICES=//p'; done | sort | tr '\n' ' ')
+    say "$label: workers' CUDA_VISIBLE_DEVICES: $gpus"
+    [ "$label" = sbatch ] && slurm_scale "$job"
+    scancel --signal=TERM --batch "$job"
+    if wait_for 90 bash -c "! squeue -h -j $job | grep -q ."; then
+        state=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*JobState=\([A-Z]*\).*/\1/p' | head -1)
+        local drained want_drained=2
+        [ "$label" = sbatch ] && want_drained=3        # with the scaled-down one
+        drained=$(grep -c 'left: drained' "$T/run/kgym-$job.log")
+        if [ "$drained" -ge "$want_drained" ] && grep -q 'broker stopped (exit 0)' "$T/run/kgym-$job.log" \
+           && [ "$state" = COMPLETED ]; then
+            ok "$label: SIGTERM drained $drained workers, then the broker stopped; job $state"
+        else
+            fail "$label: drain (drained $drained, job ${state:-?})"; tail -15 "$T/run/kgym-$job.log"
+        fi
+    else
+        fail "$label: the job did not end after SIGTERM"; scancel "$job"; tail -15 "$T/run/kgym-$job.log"
+    fi
+}
+
+# Scale up and down on Slurm: a workers-only job (KGYM_BROKER) joins the running
+# broker of job $1, then drains away while that job goes on.
+slurm_scale() {
+    local T=$tmp/slurm main=$1 extra before
+    before=$(grep -c ' ready: backend cpu' "$T/run/kgym-$main.log")
+    extra=$(cd "$T/run" && KGYM_BIN=$T/bin KGYM_BACKEND=cpu KGYM_BROKER=$KGYM_WORKERS \
+            sbatch --parsable --time=10 --nodes=1 --ntasks-per-node=1 --cpus-per-task=1 \
+            --output="$T/run/extra-%j.log" "$deploy/slurm/kgym.sbatch")
+    if wait_for 60 bash -c "[ \$(grep -c ' ready: backend cpu' '$T/run/kgym-$main.log') -gt $before ]"; then
+        ok "scale up: a workers-only job ($extra) joined the running broker"
+    else
+        fail "scale up: the workers-only job's worker never registered"; cat "$T/run/extra-$extra.log"
+    fi
+    grade_examples "$KGYM_CLIENTS" > /dev/null || fail "grading with the extra worker"
+    scancel --signal=TERM --batch "$extra"
+    if wait_for 60 bash -c "! squeue -h -j $extra | grep -q ." \
+       && [ "$(grep -c 'left: drained' "$T/run/kgym-$main.log")" -ge 1 ] && squeue -h -j "$main" | grep -q ' R '; then
+        ok "scale down: the extra worker drained and left; job $main runs on"
+    else
+        fail "scale down"; tail -5 "$T/run/extra-$extra.log" "$T/run/kgym-$main.log"
+    fi
+}
+
+part_slurm() {
+    # The het-job script's body must stay the plain script's.
+    if diff <(sed -n '/^set -uo pipefail/,$p' "$deploy/slurm/kgym.sbatch") \
+            <(sed -n '/^set -uo pipefail/,$p' "$deploy/slurm/kgym-hetjob.sbatch") > "$tmp/het.diff"; then
+        ok "kgym-hetjob.sbatch has kgym.sbatch's body"
+    else fail "kgym-hetjob.sbatch's body differs from kgym.sbatch's"; cat "$tmp/het.diff"; fi
+    bash -n "$deploy/slurm/kgym.sbatch" && bash -n "$deploy/slurm/kgym-hetjob.sbatch" || fail "bash -n"
+    for b in broker/kgym-broker worker/kgym-worker client/kgym; do
+        [ -x "$build/$b" ] || { fail "no $build/$b"; finish; }
+    done
+    slurm_up
+    # Two nodes, one worker (one fake GPU) on each; the broker on the first.
+    slurm_run sbatch --nodes=2 --ntasks-per-node=1 --cpus-per-task=1 "$deploy/slurm/kgym.sbatch"
+    # Heterogeneous: the broker's component on one node, two workers on the other.
+    slurm_run hetjob --cpus-per-task=1 --mem=100 : --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --mem=100 \
+        "$deploy/slurm/kgym-hetjob.sbatch"
+}
+
+case $part in
+    systemd)    part_systemd ;;
+    k8s)        part_k8s ;;
+    prometheus) part_prometheus ;;
+    slurm)      part_slurm ;;
+    *)          echo "unknown part '$part'" >&2; exit 2 ;;
+esac
+finish
