@@ -25,6 +25,7 @@
     ran, a median below the roofline floor) can make the candidate
     incorrect.
 */
+#include "common_util.h"
 #include "cuda_exec.h"
 #include "common_log.h"
 #define CUDA_DRIVER_REDIRECT
@@ -146,16 +147,6 @@ typedef struct {
     bool prof_truncated;        //  more records than kept
 } job_t;
 
-static void
-s_err (char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list args;
-    va_start (args, fmt);
-    vsnprintf (err, errlen, fmt, args);
-    va_end (args);
-}
 
 static const char *
 s_cu_name (CUresult rc)
@@ -209,27 +200,27 @@ cuda_exec_new (int ordinal, char *err, size_t errlen)
 {
     char why [256];
     if (cuda_driver_load (why, sizeof why)) {
-        s_err (err, errlen, "no device: %s", why);
+        common_seterr (err, errlen, "no device: %s", why);
         return NULL;
     }
     CUresult rc = cuInit (0);
     if (rc != CUDA_SUCCESS) {
-        s_err (err, errlen, "no device: cuInit: %s (%d)", s_cu_name (rc), (int) rc);
+        common_seterr (err, errlen, "no device: cuInit: %s (%d)", s_cu_name (rc), (int) rc);
         return NULL;
     }
     int count = 0;
     rc = cuDeviceGetCount (&count);
     if (rc != CUDA_SUCCESS || count == 0) {
-        s_err (err, errlen, "no device: cuDeviceGetCount: %s, %d devices", s_cu_name (rc), count);
+        common_seterr (err, errlen, "no device: cuDeviceGetCount: %s, %d devices", s_cu_name (rc), count);
         return NULL;
     }
     if (ordinal < 0 || ordinal >= count) {
-        s_err (err, errlen, "no device: ordinal %d of %d devices", ordinal, count);
+        common_seterr (err, errlen, "no device: ordinal %d of %d devices", ordinal, count);
         return NULL;
     }
     cuda_exec_t *self = calloc (1, sizeof *self);
     if (!self) {
-        s_err (err, errlen, "out of memory");
+        common_seterr (err, errlen, "out of memory");
         return NULL;
     }
     cuda_exec_device_t *d = &self->dev;
@@ -256,13 +247,13 @@ cuda_exec_new (int ordinal, char *err, size_t errlen)
     ||  (rc = cuDeviceTotalMem (&mem, self->device)) != CUDA_SUCCESS
     ||  (rc = cuDeviceGetPCIBusId (d->bus_id, sizeof d->bus_id, self->device)) != CUDA_SUCCESS
     ||  (rc = cuDriverGetVersion (&d->driver)) != CUDA_SUCCESS) {
-        s_err (err, errlen, "device query: %s", s_cu_name (rc));
+        common_seterr (err, errlen, "device query: %s", s_cu_name (rc));
         free (self);
         return NULL;
     }
     for (size_t i = 0; i < sizeof attrs / sizeof attrs [0]; i++)
         if ((rc = cuDeviceGetAttribute (attrs [i].out, attrs [i].attr, self->device)) != CUDA_SUCCESS) {
-            s_err (err, errlen, "cuDeviceGetAttribute %d: %s", (int) attrs [i].attr, s_cu_name (rc));
+            common_seterr (err, errlen, "cuDeviceGetAttribute %d: %s", (int) attrs [i].attr, s_cu_name (rc));
             free (self);
             return NULL;
         }
@@ -339,12 +330,12 @@ int
 cuda_exec_init (cuda_exec_t *self, const uint8_t *image, size_t size, char *err, size_t errlen)
 {
     if (self->have_ctx) {
-        s_err (err, errlen, "already initialised");
+        common_seterr (err, errlen, "already initialised");
         return -1;
     }
     self->image = malloc (size);
     if (!self->image) {
-        s_err (err, errlen, "out of memory");
+        common_seterr (err, errlen, "out of memory");
         return -1;
     }
     memcpy (self->image, image, size);
@@ -376,7 +367,7 @@ cuda_exec_init (cuda_exec_t *self, const uint8_t *image, size_t size, char *err,
         goto fail;
     return 0;
 fail:
-    s_err (err, errlen, "%s: %s (%d)", step, s_cu_name (rc), (int) rc);
+    common_seterr (err, errlen, "%s: %s (%d)", step, s_cu_name (rc), (int) rc);
     return -1;
 }
 

@@ -1,4 +1,5 @@
 /*  cuda_msg - length-prefixed messages between worker_cuda and kgym-cuda-runner.  */
+#include "common_util.h"
 #include "cuda_msg.h"
 #include <errno.h>
 #include <poll.h>
@@ -18,16 +19,6 @@ cuda_now (void)
     return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
 }
 
-static void
-s_err (char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list args;
-    va_start (args, fmt);
-    vsnprintf (err, errlen, fmt, args);
-    va_end (args);
-}
 
 //  Write all bytes; send() on sockets so a dead peer is EPIPE, not SIGPIPE.
 static int
@@ -111,7 +102,7 @@ s_read_all (int fd, void *data, size_t size, double deadline, char *err, size_t 
         if (deadline > 0) {
             double left = deadline - cuda_now ();
             if (left <= 0) {
-                s_err (err, errlen, "timed out");
+                common_seterr (err, errlen, "timed out");
                 return 1;
             }
             wait_ms = (int) (left * 1000.0) + 1;
@@ -121,7 +112,7 @@ s_read_all (int fd, void *data, size_t size, double deadline, char *err, size_t 
         if (rc < 0) {
             if (errno == EINTR)
                 continue;
-            s_err (err, errlen, "poll: %s", strerror (errno));
+            common_seterr (err, errlen, "poll: %s", strerror (errno));
             return -1;
         }
         if (rc == 0)
@@ -130,11 +121,11 @@ s_read_all (int fd, void *data, size_t size, double deadline, char *err, size_t 
         if (n < 0) {
             if (errno == EINTR || errno == EAGAIN)
                 continue;
-            s_err (err, errlen, "read: %s", strerror (errno));
+            common_seterr (err, errlen, "read: %s", strerror (errno));
             return -1;
         }
         if (n == 0) {
-            s_err (err, errlen, "peer closed the connection");
+            common_seterr (err, errlen, "peer closed the connection");
             return -1;
         }
         p += n;
@@ -155,7 +146,7 @@ cuda_msg_recv (int fd, cuda_msg_t *msg, double timeout_s, char *err, size_t errl
     if (rc)
         return rc;
     if (words [0] != CUDA_MSG_MAGIC || words [2] > CUDA_MSG_MAX_PARTS) {
-        s_err (err, errlen, "malformed message header");
+        common_seterr (err, errlen, "malformed message header");
         return -2;
     }
     msg->type = words [1];
@@ -169,20 +160,20 @@ cuda_msg_recv (int fd, cuda_msg_t *msg, double timeout_s, char *err, size_t errl
     uint64_t total = 0;
     for (uint32_t i = 0; i < msg->nparts; i++) {
         if (sizes [i] > CUDA_MSG_MAX_PART) {
-            s_err (err, errlen, "message part of %llu bytes is over the limit",
+            common_seterr (err, errlen, "message part of %llu bytes is over the limit",
                    (unsigned long long) sizes [i]);
             return -2;
         }
         total += sizes [i];
     }
     if (total > CUDA_MSG_MAX_TOTAL) {
-        s_err (err, errlen, "message of %llu bytes is over the limit", (unsigned long long) total);
+        common_seterr (err, errlen, "message of %llu bytes is over the limit", (unsigned long long) total);
         return -2;
     }
     for (uint32_t i = 0; i < msg->nparts; i++) {
         msg->part [i] = malloc (sizes [i] + 1);
         if (!msg->part [i]) {
-            s_err (err, errlen, "out of memory");
+            common_seterr (err, errlen, "out of memory");
             cuda_msg_free (msg);
             return -1;
         }

@@ -1,4 +1,5 @@
 /*  cuda_plan - one CUDA job, fully evaluated, as the runner executes it.  */
+#include "common_util.h"
 #include "cuda_plan.h"
 #include <inttypes.h>
 #include <stdarg.h>
@@ -6,16 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void
-s_err (char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list args;
-    va_start (args, fmt);
-    vsnprintf (err, errlen, fmt, args);
-    va_end (args);
-}
 
 static const char *s_prog_names [CUDA_PLAN_PROGS] = { "candidate", "reference", "baseline" };
 
@@ -32,11 +23,11 @@ s_roofline_bytes (const common_task_t *task, cuda_plan_t *plan, char *err, size_
         int64_t value = 0;
         char why [256];
         if (common_expr_eval (task->bytes_expr, vars, nvars, &value, why, sizeof why)) {
-            s_err (err, errlen, "task.bytes at the timing size: %s", why);
+            common_seterr (err, errlen, "task.bytes at the timing size: %s", why);
             return -1;
         }
         if (value < 0) {
-            s_err (err, errlen, "task.bytes is %lld at the timing size; it must be >= 0", (long long) value);
+            common_seterr (err, errlen, "task.bytes is %lld at the timing size; it must be >= 0", (long long) value);
             return -1;
         }
         plan->roofline_bytes = (uint64_t) value;
@@ -100,13 +91,13 @@ cuda_plan_from_job (const common_job_t *job, uint64_t seed, uint64_t max_bytes,
 {
     const common_task_t *task = job->task;
     if (task->nargs > CUDA_PLAN_MAX_ARGS || task->nsizes == 0 || task->nsizes > CUDA_PLAN_MAX_SIZES) {
-        s_err (err, errlen, "task has %zu args and %zu sizes (limits %d, 1..%d)",
+        common_seterr (err, errlen, "task has %zu args and %zu sizes (limits %d, 1..%d)",
                task->nargs, task->nsizes, CUDA_PLAN_MAX_ARGS, CUDA_PLAN_MAX_SIZES);
         return NULL;
     }
     cuda_plan_t *self = calloc (1, sizeof *self);
     if (!self) {
-        s_err (err, errlen, "out of memory");
+        common_seterr (err, errlen, "out of memory");
         return NULL;
     }
     self->seed = seed;
@@ -129,7 +120,7 @@ cuda_plan_from_job (const common_job_t *job, uint64_t seed, uint64_t max_bytes,
     }
     self->sizes = calloc (task->nsizes, sizeof *self->sizes);
     if (!self->sizes) {
-        s_err (err, errlen, "out of memory");
+        common_seterr (err, errlen, "out of memory");
         cuda_plan_destroy (&self);
         return NULL;
     }
@@ -138,7 +129,7 @@ cuda_plan_from_job (const common_job_t *job, uint64_t seed, uint64_t max_bytes,
     const common_program_t *progs [CUDA_PLAN_PROGS] = { job->candidate, &task->reference, task->baseline };
     common_layout_t *layout = malloc (sizeof *layout);
     if (!layout) {
-        s_err (err, errlen, "out of memory");
+        common_seterr (err, errlen, "out of memory");
         cuda_plan_destroy (&self);
         return NULL;
     }
@@ -150,7 +141,7 @@ cuda_plan_from_job (const common_job_t *job, uint64_t seed, uint64_t max_bytes,
                 continue;
             char why [400];
             if (common_task_layout (task, progs [p], s, max_bytes, layout, why, sizeof why)) {
-                s_err (err, errlen, "%s: %s", s_prog_names [p], why);
+                common_seterr (err, errlen, "%s: %s", s_prog_names [p], why);
                 free (layout);
                 cuda_plan_destroy (&self);
                 return NULL;
@@ -169,7 +160,7 @@ cuda_plan_from_job (const common_job_t *job, uint64_t seed, uint64_t max_bytes,
             call->nlaunches = (uint32_t) layout->nlaunches;
             call->launches = calloc (layout->nlaunches? layout->nlaunches: 1, sizeof *call->launches);
             if (!call->launches) {
-                s_err (err, errlen, "out of memory");
+                common_seterr (err, errlen, "out of memory");
                 free (layout);
                 cuda_plan_destroy (&self);
                 return NULL;
@@ -338,7 +329,7 @@ cuda_plan_from_json (json_t *json, char *err, size_t errlen)
 {
     cuda_plan_t *self = calloc (1, sizeof *self);
     if (!self) {
-        s_err (err, errlen, "out of memory");
+        common_seterr (err, errlen, "out of memory");
         return NULL;
     }
     const char *what = "plan";
@@ -471,7 +462,7 @@ cuda_plan_from_json (json_t *json, char *err, size_t errlen)
     }
     return self;
 fail:
-    s_err (err, errlen, "malformed plan (%s)", what);
+    common_seterr (err, errlen, "malformed plan (%s)", what);
     cuda_plan_destroy (&self);
     return NULL;
 }

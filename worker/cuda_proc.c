@@ -1,4 +1,5 @@
 /*  cuda_proc - one kgym-cuda-runner process, seen from the process that spawned it.  */
+#include "common_util.h"
 #include "cuda_proc.h"
 #include "cuda_msg.h"
 #include "kgym_config.h"
@@ -28,16 +29,6 @@ struct cuda_proc_t {
     runner_confine_cgroup_t cg; //  copy of the cgroup it joined (ndirs 0 = none)
 };
 
-static void
-s_err (char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list args;
-    va_start (args, fmt);
-    vsnprintf (err, errlen, fmt, args);
-    va_end (args);
-}
 
 //  Resolved paths, one per program.
 typedef struct {
@@ -126,7 +117,7 @@ cuda_proc_new (const char *program, const char *const *args, const runner_confin
 {
     const char *path = cuda_proc_path (program);
     if (!path) {
-        s_err (err, errlen, "%s not found (set %s)", program,
+        common_seterr (err, errlen, "%s not found (set %s)", program,
                strcmp (program, CUDA_PROC_NVRTC) == 0? "KGYM_NVRTC": "KGYM_CUDA_RUNNER");
         return NULL;
     }
@@ -143,7 +134,7 @@ cuda_proc_new (const char *program, const char *const *args, const runner_confin
     }
     for (size_t i = 0; args && args [i]; i++) {
         if (argc >= MAX_ARGS + 6) {
-            s_err (err, errlen, "too many runner arguments");
+            common_seterr (err, errlen, "too many runner arguments");
             return NULL;
         }
         argv [argc++] = args [i];
@@ -152,7 +143,7 @@ cuda_proc_new (const char *program, const char *const *args, const runner_confin
 
     int sv [2];
     if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
-        s_err (err, errlen, "socketpair: %s", strerror (errno));
+        common_seterr (err, errlen, "socketpair: %s", strerror (errno));
         return NULL;
     }
     posix_spawn_file_actions_t actions;
@@ -182,7 +173,7 @@ cuda_proc_new (const char *program, const char *const *args, const runner_confin
     close (sv [1]);
     if (rc) {
         close (sv [0]);
-        s_err (err, errlen, "posix_spawn %s: %s", path, strerror (rc));
+        common_seterr (err, errlen, "posix_spawn %s: %s", path, strerror (rc));
         return NULL;
     }
     cuda_proc_t *self = calloc (1, sizeof *self);
@@ -191,7 +182,7 @@ cuda_proc_new (const char *program, const char *const *args, const runner_confin
         kill (pid, SIGKILL);
         waitpid (pid, NULL, 0);
         close (sv [0]);
-        s_err (err, errlen, "out of memory");
+        common_seterr (err, errlen, "out of memory");
         return NULL;
     }
     self->pid = pid;

@@ -1,4 +1,5 @@
 /*  cuda_runner - kgym-cuda-runner: the sandboxed owner of one GPU's contexts.  */
+#include "common_util.h"
 #include "cuda_runner.h"
 #include "cuda_exec.h"
 #include "cuda_msg.h"
@@ -20,16 +21,6 @@
 
 #define CAPS_LEN 1024
 
-static void
-s_err (char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list args;
-    va_start (args, fmt);
-    vsnprintf (err, errlen, fmt, args);
-    va_end (args);
-}
 
 int
 cuda_runner_opts_parse (int argc, char **argv, cuda_runner_opts_t *opts, char *err, size_t errlen)
@@ -54,19 +45,19 @@ cuda_runner_opts_parse (int argc, char **argv, cuda_runner_opts_t *opts, char *e
         }
         else if (value && strcmp (arg, "--cgroup") == 0) {
             if (opts->ncgroups + 1 >= RUNNER_CONFINE_MAX_CGROUPS) {
-                s_err (err, errlen, "too many --cgroup");
+                common_seterr (err, errlen, "too many --cgroup");
                 return -1;
             }
             opts->cgroups [opts->ncgroups++] = value;
             i++;
         }
         else {
-            s_err (err, errlen, "unknown argument '%s'", arg);
+            common_seterr (err, errlen, "unknown argument '%s'", arg);
             return -1;
         }
     }
     if (opts->fd < 0) {
-        s_err (err, errlen, "bad --fd");
+        common_seterr (err, errlen, "bad --fd");
         return -1;
     }
     return 0;

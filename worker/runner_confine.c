@@ -2,6 +2,7 @@
 
     See runner_confine.h for the order of steps and what each enforces.
 */
+#include "common_util.h"
 #include "runner_confine.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -24,16 +25,6 @@
 
 #define NOBODY 65534
 
-static void
-s_err (char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list args;
-    va_start (args, fmt);
-    vsnprintf (err, errlen, fmt, args);
-    va_end (args);
-}
 
 //  Write text to a file (cgroup and /proc knobs). 0 or -1 (errno kept).
 static int
@@ -92,7 +83,7 @@ s_join_cgroups (const runner_confine_opts_t *opts, char *caps, size_t capslen,
         char path [RUNNER_CONFINE_PATH + 32];
         snprintf (path, sizeof path, "%s/cgroup.procs", opts->cgroups [i]);
         if (s_write_file (path, pid)) {
-            s_err (err, errlen, "cannot join cgroup %s: %s", opts->cgroups [i], strerror (errno));
+            common_seterr (err, errlen, "cannot join cgroup %s: %s", opts->cgroups [i], strerror (errno));
             return -1;
         }
         //  Report the limits in force from the files themselves.
@@ -238,7 +229,7 @@ s_seccomp (unsigned allow, char *err, size_t errlen)
 {
     scmp_filter_ctx ctx = seccomp_init (SCMP_ACT_ALLOW);
     if (!ctx) {
-        s_err (err, errlen, "seccomp_init failed");
+        common_seterr (err, errlen, "seccomp_init failed");
         return -1;
     }
     //  Threads CUDA or NVRTC may already have started get the filter too.
@@ -300,13 +291,13 @@ s_seccomp (unsigned allow, char *err, size_t errlen)
     }
     if (!ok) {
         seccomp_release (ctx);
-        s_err (err, errlen, "seccomp rule could not be added");
+        common_seterr (err, errlen, "seccomp rule could not be added");
         return -1;
     }
     int rc = seccomp_load (ctx);
     seccomp_release (ctx);
     if (rc) {
-        s_err (err, errlen, "seccomp_load: %s", strerror (-rc));
+        common_seterr (err, errlen, "seccomp_load: %s", strerror (-rc));
         return -1;
     }
     return 0;
@@ -317,7 +308,7 @@ runner_confine (const runner_confine_opts_t *opts, char *caps, size_t capslen,
                 char *err, size_t errlen)
 {
     if (!caps || capslen < 64) {
-        s_err (err, errlen, "caps buffer too small");
+        common_seterr (err, errlen, "caps buffer too small");
         return -1;
     }
     snprintf (caps, capslen, "{");
@@ -329,7 +320,7 @@ runner_confine (const runner_confine_opts_t *opts, char *caps, size_t capslen,
     if (opts->netns) {
         netns = s_netns (&userns) == 0;
         if (!netns && opts->strict) {
-            s_err (err, errlen, "cannot create a network namespace: %s", strerror (errno));
+            common_seterr (err, errlen, "cannot create a network namespace: %s", strerror (errno));
             return -1;
         }
     }
@@ -338,7 +329,7 @@ runner_confine (const runner_confine_opts_t *opts, char *caps, size_t capslen,
     //  rlimits: a failure here is a bug or a hostile parent: always fatal.
     //  No core files, ever (they would hold device data mapped in the process).
     if (s_rlimit (RLIMIT_CORE, 0)) {
-        s_err (err, errlen, "setrlimit core: %s", strerror (errno));
+        common_seterr (err, errlen, "setrlimit core: %s", strerror (errno));
         return -1;
     }
     struct { int resource; uint64_t value; const char *name; } limits [] = {
@@ -352,7 +343,7 @@ runner_confine (const runner_confine_opts_t *opts, char *caps, size_t capslen,
         if (limits [i].value == 0)
             continue;
         if (s_rlimit (limits [i].resource, limits [i].value)) {
-            s_err (err, errlen, "setrlimit %s: %s", limits [i].name, strerror (errno));
+            common_seterr (err, errlen, "setrlimit %s: %s", limits [i].name, strerror (errno));
             return -1;
         }
         s_caps_add (caps, capslen, "\"%s\":%llu,", limits [i].name,
@@ -363,7 +354,7 @@ runner_confine (const runner_confine_opts_t *opts, char *caps, size_t capslen,
     if (opts->landlock_read [0] || opts->landlock_write [0]) {
         landlock = s_landlock (opts->landlock_read, opts->landlock_write) == 0;
         if (!landlock && opts->strict) {
-            s_err (err, errlen, "Landlock is not available");
+            common_seterr (err, errlen, "Landlock is not available");
             return -1;
         }
     }
@@ -372,7 +363,7 @@ runner_confine (const runner_confine_opts_t *opts, char *caps, size_t capslen,
     if (opts->drop_to_nobody && geteuid () == 0) {
         if (s_drop_to_nobody ()) {
             if (opts->strict) {
-                s_err (err, errlen, "cannot drop to nobody: %s", strerror (errno));
+                common_seterr (err, errlen, "cannot drop to nobody: %s", strerror (errno));
                 return -1;
             }
         }
@@ -384,21 +375,21 @@ runner_confine (const runner_confine_opts_t *opts, char *caps, size_t capslen,
     if (opts->pdeathsig) {
         pid_t parent = getppid ();
         if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)) {
-            s_err (err, errlen, "PR_SET_PDEATHSIG: %s", strerror (errno));
+            common_seterr (err, errlen, "PR_SET_PDEATHSIG: %s", strerror (errno));
             return -1;
         }
         //  The parent may have died before the call took effect.
         if (getppid () != parent || parent == 1) {
-            s_err (err, errlen, "parent is gone");
+            common_seterr (err, errlen, "parent is gone");
             return -1;
         }
     }
     if (prctl (PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) {
-        s_err (err, errlen, "PR_SET_NO_NEW_PRIVS: %s", strerror (errno));
+        common_seterr (err, errlen, "PR_SET_NO_NEW_PRIVS: %s", strerror (errno));
         return -1;
     }
     if (prctl (PR_SET_DUMPABLE, 0, 0, 0, 0)) {
-        s_err (err, errlen, "PR_SET_DUMPABLE: %s", strerror (errno));
+        common_seterr (err, errlen, "PR_SET_DUMPABLE: %s", strerror (errno));
         return -1;
     }
     s_caps_add (caps, capslen, "\"no_new_privs\":true,\"dumpable\":false,\"landlock\":%s,",
@@ -442,7 +433,7 @@ runner_confine_cgroup_new (const char *name, uint64_t memory_max, uint32_t pids_
 {
     memset (cg, 0, sizeof *cg);
     if (!name || !*name || strchr (name, '/') || strlen (name) > 64) {
-        s_err (err, errlen, "bad cgroup name");
+        common_seterr (err, errlen, "bad cgroup name");
         return -1;
     }
     char value [32];
@@ -450,18 +441,18 @@ runner_confine_cgroup_new (const char *name, uint64_t memory_max, uint32_t pids_
         const char *root = "/sys/fs/cgroup/kgym";
         char path [RUNNER_CONFINE_PATH + 64];
         if (s_mkdir (root)) {
-            s_err (err, errlen, "mkdir %s: %s", root, strerror (errno));
+            common_seterr (err, errlen, "mkdir %s: %s", root, strerror (errno));
             return -1;
         }
         snprintf (path, sizeof path, "%s/cgroup.subtree_control", root);
         //  EBUSY: processes live in root's parent leaf; then there is nothing to do.
         if (s_write_file (path, "+memory +pids")) {
-            s_err (err, errlen, "enabling memory+pids under %s: %s", root, strerror (errno));
+            common_seterr (err, errlen, "enabling memory+pids under %s: %s", root, strerror (errno));
             return -1;
         }
         snprintf (cg->dirs [0], sizeof cg->dirs [0], "%s/%s", root, name);
         if (s_mkdir (cg->dirs [0])) {
-            s_err (err, errlen, "mkdir %s: %s", cg->dirs [0], strerror (errno));
+            common_seterr (err, errlen, "mkdir %s: %s", cg->dirs [0], strerror (errno));
             return -1;
         }
         cg->ndirs = 1;
@@ -481,7 +472,7 @@ runner_confine_cgroup_new (const char *name, uint64_t memory_max, uint32_t pids_
                 cg->pids_max = pids_max;
         }
         if (!cg->memory_max && memory_max) {
-            s_err (err, errlen, "cannot set memory.max in %s", cg->dirs [0]);
+            common_seterr (err, errlen, "cannot set memory.max in %s", cg->dirs [0]);
             runner_confine_cgroup_remove (cg);
             return -1;
         }
@@ -516,7 +507,7 @@ runner_confine_cgroup_new (const char *name, uint64_t memory_max, uint32_t pids_
         cg->ndirs++;
     }
     if (cg->ndirs == 0) {
-        s_err (err, errlen, "no cgroup v2 with memory, and no v1 memory/pids hierarchy");
+        common_seterr (err, errlen, "no cgroup v2 with memory, and no v1 memory/pids hierarchy");
         return -1;
     }
     cg->version = 1;

@@ -21,6 +21,7 @@
     Once the candidate is loaded everything in this process is the
     candidate's to corrupt: the supervisor trusts nothing it says.
 */
+#include "common_util.h"
 #include "runner_proto.h"
 #include "common_dtype.h"
 #include <dlfcn.h>
@@ -685,13 +686,6 @@ s_resolve (s_runner_t *self, const char *name)
     return sym;
 }
 
-static uint64_t
-s_clock_ns (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
-}
 
 //  CPU time of the whole process (every thread the kernel started).
 static uint64_t
@@ -792,14 +786,14 @@ s_run (s_runner_t *self, runner_request_t *req)
     static runner_reply_t reply;
     memset (&reply, 0, sizeof reply);
     reply.nlaunches = req->nlaunches;
-    uint64_t t0 = s_clock_ns ();
+    uint64_t t0 = common_now_ns ();
     for (uint32_t j = 0; j < req->nlaunches; j++) {
-        uint64_t w0 = s_clock_ns (), c0 = s_cpu_ns ();
+        uint64_t w0 = common_now_ns (), c0 = s_cpu_ns ();
         ffi_call (&cifs [j], FFI_FN (fns [j]), NULL, lvalues [j]);
         reply.launch_cpu_ns [j] = s_cpu_ns () - c0;
-        reply.launch_wall_ns [j] = s_clock_ns () - w0;
+        reply.launch_wall_ns [j] = common_now_ns () - w0;
     }
-    reply.elapsed_ns = s_clock_ns () - t0;
+    reply.elapsed_ns = common_now_ns () - t0;
     reply.status = RUNNER_OK;
     while (send (sock, &reply, sizeof reply, MSG_NOSIGNAL) < 0 && errno == EINTR)
         ;

@@ -10,6 +10,7 @@
     directory. Only successful compiles are cached: a failure may have been
     a resource limit rather than the source.
 */
+#include "common_util.h"
 #include "worker_cc.h"
 #include "common_hash.h"
 #include "common_log.h"
@@ -50,13 +51,6 @@ static const char *s_allowed [] = {
     "-std=gnu17", NULL
 };
 
-static double
-s_now (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
-}
 
 void
 worker_cc_result_free (worker_cc_result_t *result)
@@ -385,7 +379,7 @@ worker_cc_compile (worker_cache_t *cache, const worker_sandbox_config_t *sandbox
                    const char *source, char *const *options, size_t noptions,
                    double timeout_s, worker_cc_result_t *result, char *err, size_t errlen)
 {
-    double start = s_now ();
+    double start = common_now_s ();
     memset (result, 0, sizeof *result);
     if (!source) {
         snprintf (err, errlen, "no source");
@@ -432,7 +426,7 @@ worker_cc_compile (worker_cache_t *cache, const worker_sandbox_config_t *sandbox
         if (!result->log)
             result->log = strdup ("");
         result->cache_hit = true;
-        result->seconds = s_now () - start;
+        result->seconds = common_now_s () - start;
         free (material.data);
         return 0;
     }
@@ -510,6 +504,6 @@ done:
     free (material.data);
     if (rc < 0)
         worker_cc_result_free (result);
-    result->seconds = s_now () - start;
+    result->seconds = common_now_s () - start;
     return rc;
 }

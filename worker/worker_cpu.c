@@ -6,6 +6,7 @@
     were not modified) and the reference's outputs (to compare) in its own
     heap, which no runner can reach: the candidate never sees an answer.
 */
+#include "common_util.h"
 #include "worker_cpu.h"
 #include "worker_cc.h"
 #include "worker_runner.h"
@@ -56,13 +57,6 @@ typedef struct {
     uint64_t total;                 //  bytes to map
 } s_plan_t;
 
-static double
-s_now (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
-}
 
 static void
 s_read_cpu_model (char *buf, size_t len)
@@ -482,7 +476,7 @@ s_run (s_exec_t *ex, int which, uint64_t *elapsed_ns)
 #define run (*run_p)
     double timeout = TRUSTED_RUN_S;
     if (which == PROG_CANDIDATE) {
-        timeout = ex->deadline - s_now ();
+        timeout = ex->deadline - common_now_s ();
         if (timeout <= 0) {
             worker_outcome_fail (ex->out, STATUS_TIMEOUT,
                                  "the candidate used up its %.3g s budget",
@@ -809,7 +803,7 @@ worker_cpu_execute (worker_cpu_t *self, worker_cpu_job_t **job_p, worker_outcome
 {
     worker_cpu_job_t *cjob = *job_p;
     *job_p = NULL;
-    double start = s_now ();
+    double start = common_now_s ();
     int slot = -1;
     s_exec_t ex;
     memset (&ex, 0, sizeof ex);
@@ -872,7 +866,7 @@ worker_cpu_execute (worker_cpu_t *self, worker_cpu_job_t **job_p, worker_outcome
         goto done;
     }
     snprintf (out->sandbox, sizeof out->sandbox, "%s", worker_runner_caps (ex.prog [PROG_CANDIDATE].runner));
-    ex.deadline = s_now () + ex.job->eval.timeout_s;
+    ex.deadline = common_now_s () + ex.job->eval.timeout_s;
 
     if (s_correctness (&ex) == 0 && !ex.job->eval.check_sizes_only
     &&  s_timing (&ex) == 0 && ex.job->eval.profile)
@@ -884,6 +878,6 @@ done:
     free (ex.inputs);
     free (ex.expected);
     out->seed = cjob->seed;
-    out->run_s = s_now () - start;
+    out->run_s = common_now_s () - start;
     s_job_free (cjob);
 }

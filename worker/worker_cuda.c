@@ -1,4 +1,5 @@
 /*  worker_cuda - the CUDA backend, supervisor side (in the worker process).  */
+#include "common_util.h"
 #include "worker_cuda.h"
 #include "cuda_kernels.h"
 #include "cuda_msg.h"
@@ -53,16 +54,6 @@ struct worker_cuda_job_t {
     double timeout_s;           //  supervisor's wait for the result
 };
 
-static void
-s_err (char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list args;
-    va_start (args, fmt);
-    vsnprintf (err, errlen, fmt, args);
-    va_end (args);
-}
 
 //  --- runner lifecycle (lock held) ---
 
@@ -115,14 +106,14 @@ s_read_hello (cuda_proc_t *runner, json_t **hello, char *err, size_t errlen)
         char what [64] = "still running";
         if (cuda_proc_wait (runner, 0.2, &wstatus))
             cuda_proc_describe (wstatus, what, sizeof what);
-        s_err (err, errlen, "kgym-cuda-runner did not say hello: %s (%s)", why, what);
+        common_seterr (err, errlen, "kgym-cuda-runner did not say hello: %s (%s)", why, what);
         return -1;
     }
     json_error_t jerr;
     json_t *json = msg.type == CUDA_MSG_HELLO? json_loads ((const char *) msg.part [0], 0, &jerr): NULL;
     cuda_msg_free (&msg);
     if (!json) {
-        s_err (err, errlen, "kgym-cuda-runner sent a malformed hello");
+        common_seterr (err, errlen, "kgym-cuda-runner sent a malformed hello");
         return -1;
     }
     const char *error = json_string_value (json_object_get (json, "error"));
@@ -130,7 +121,7 @@ s_read_hello (cuda_proc_t *runner, json_t **hello, char *err, size_t errlen)
         bool no_device = json_is_true (json_object_get (json, "no_device"));
         if (strncmp (error, "no device: ", 11) == 0)
             error += 11;
-        s_err (err, errlen, "%s%s", no_device? "no CUDA device: ": "kgym-cuda-runner: ", error);
+        common_seterr (err, errlen, "%s%s", no_device? "no CUDA device: ": "kgym-cuda-runner: ", error);
         json_decref (json);
         return no_device? 1: -1;
     }
@@ -167,7 +158,7 @@ s_send_init (worker_cuda_t *self, char *err, size_t errlen)
     int fd = cuda_proc_fd (self->runner);
     if (cuda_msg_send_text (fd, CUDA_MSG_INIT, "{}", 1, blobs, sizes)
     ||  cuda_msg_recv (fd, &msg, INIT_TIMEOUT, why, sizeof why) != 0) {
-        s_err (err, errlen, "kgym-cuda-runner INIT failed: %s", why [0]? why: "send failed");
+        common_seterr (err, errlen, "kgym-cuda-runner INIT failed: %s", why [0]? why: "send failed");
         s_runner_stop (self);
         return -1;
     }
@@ -177,7 +168,7 @@ s_send_init (worker_cuda_t *self, char *err, size_t errlen)
     const char *status = json_string_value (json_object_get (reply, "status"));
     if (!status || strcmp (status, "ok") != 0) {
         const char *m = json_string_value (json_object_get (reply, "message"));
-        s_err (err, errlen, "kgym-cuda-runner INIT: %s", m? m: "malformed reply");
+        common_seterr (err, errlen, "kgym-cuda-runner INIT: %s", m? m: "malformed reply");
         json_decref (reply);
         s_runner_stop (self);
         return -1;
@@ -239,7 +230,7 @@ worker_cuda_new (const worker_eval_config_t *cfg, worker_cache_t *cache, char *e
 {
     worker_cuda_t *self = calloc (1, sizeof *self);
     if (!self) {
-        s_err (err, errlen, "out of memory");
+        common_seterr (err, errlen, "out of memory");
         return NULL;
     }
     pthread_mutex_init (&self->lock, NULL);
@@ -272,7 +263,7 @@ worker_cuda_new (const worker_eval_config_t *cfg, worker_cache_t *cache, char *e
     self->mem_total = (uint64_t) json_integer_value (json_object_get (dev, "mem_total"));
     json_decref (hello);
     if (worker_nvrtc_check_arch (self->arch)) {
-        s_err (err, errlen, "runner reported a malformed arch '%s'", self->arch);
+        common_seterr (err, errlen, "runner reported a malformed arch '%s'", self->arch);
         goto fail;
     }
 
@@ -288,7 +279,7 @@ worker_cuda_new (const worker_eval_config_t *cfg, worker_cache_t *cache, char *e
                                        (char *const *) cuda_kernels_options, nopts, self->arch,
                                        120.0, &res, why, sizeof why): NVRTC_INTERNAL;
     if (rc != NVRTC_OK) {
-        s_err (err, errlen, "compiling kgym's internal kernels failed: %s%s", why,
+        common_seterr (err, errlen, "compiling kgym's internal kernels failed: %s%s", why,
                rc == NVRTC_COMPILE_ERROR && res.log? res.log: "");
         worker_nvrtc_result_free (&res);
         goto fail;

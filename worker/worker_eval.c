@@ -5,6 +5,7 @@
     ends in a result: a job that cannot be parsed is `invalid`, a fault of
     ours `internal_error`; neither carries a reward.
 */
+#include "common_util.h"
 #include "worker_eval.h"
 #include "worker_cpu.h"
 #include "worker_reward.h"
@@ -57,13 +58,6 @@ worker_eval_config_default (worker_eval_config_t *cfg)
     cfg->fresh_runner = false;
 }
 
-static double
-s_now (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
-}
 
 worker_eval_t *
 worker_eval_new (const worker_eval_config_t *cfg, char *err, size_t errlen)
@@ -181,7 +175,7 @@ worker_eval_prepare (worker_eval_t *self, json_t *json)
     worker_job_t *wjob = calloc (1, sizeof *wjob);
     if (!wjob)
         return NULL;
-    wjob->started = s_now ();
+    wjob->started = common_now_s ();
     worker_outcome_init (&wjob->outcome);
     worker_outcome_t *out = &wjob->outcome;
     char err [512] = "";
@@ -295,7 +289,7 @@ s_result (worker_eval_t *self, worker_job_t *wjob)
                          "baseline", out->cache_hit [2], "key", out->cache_key));
     json_object_set_new (result, "phases", json_pack ("{s:f, s:f, s:f}",
                          "compile_s", out->compile_s, "run_s", out->run_s,
-                         "total_s", s_now () - wjob->started));
+                         "total_s", common_now_s () - wjob->started));
     json_t *sandbox = json_loads (out->sandbox, 0, NULL);
     json_object_set_new (result, "sandbox", sandbox? sandbox: json_object ());
     json_object_set_new (result, "tag", wjob->tag? json_string (wjob->tag): json_null ());

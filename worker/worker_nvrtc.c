@@ -5,6 +5,7 @@
     and key never drift apart. This file calls no NVRTC function directly:
     the worker does not link NVRTC.
 */
+#include "common_util.h"
 #include "worker_nvrtc.h"
 #include "common_hash.h"
 #include "cuda_msg.h"
@@ -27,16 +28,6 @@
 //  worker_cache may be shared with the CPU backend's threads.
 static pthread_mutex_t s_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void
-s_err (char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list args;
-    va_start (args, fmt);
-    vsnprintf (err, errlen, fmt, args);
-    va_end (args);
-}
 
 void
 worker_nvrtc_result_free (worker_nvrtc_result_t *result)
@@ -154,14 +145,14 @@ worker_nvrtc_options (char *const *options, size_t noptions, char ***out, size_t
     *nout = 0;
     char **norm = calloc (noptions + 1, sizeof *norm);
     if (!norm) {
-        s_err (err, errlen, "out of memory");
+        common_seterr (err, errlen, "out of memory");
         return -1;
     }
     for (size_t i = 0; i < noptions; i++) {
         char buf [300];
         if (!options [i] || strlen (options [i]) > 256
         ||  !s_normalise_one (options [i], buf, sizeof buf)) {
-            s_err (err, errlen, "compiler option '%.100s' is not allowed (allowed: -use_fast_math, "
+            common_seterr (err, errlen, "compiler option '%.100s' is not allowed (allowed: -use_fast_math, "
                    "-maxrregcount=N, -lineinfo, --std=c++17|c++20, -DNAME[=V], "
                    "--extra-device-vectorization, -ftz=, -prec-div=, -prec-sqrt=, -fmad=)",
                    options [i]? options [i]: "(null)");
@@ -171,7 +162,7 @@ worker_nvrtc_options (char *const *options, size_t noptions, char ***out, size_t
         norm [i] = strdup (buf);
         if (!norm [i]) {
             worker_nvrtc_options_free (norm, i);
-            s_err (err, errlen, "out of memory");
+            common_seterr (err, errlen, "out of memory");
             return -1;
         }
     }
@@ -329,7 +320,7 @@ s_compile_in_child (const char *name, const char *source, char *const *norm, siz
     int status = NVRTC_INTERNAL;
     double start = cuda_now ();
     if (!text || cuda_msg_send_text (cuda_proc_fd (proc), CUDA_MSG_COMPILE, text, 1, blobs, sizes)) {
-        s_err (err, errlen, "cannot send the compile request");
+        common_seterr (err, errlen, "cannot send the compile request");
         free (text);
         cuda_proc_destroy (&proc);
         return NVRTC_INTERNAL;
@@ -340,7 +331,7 @@ s_compile_in_child (const char *name, const char *source, char *const *norm, siz
     int rc = cuda_msg_recv (cuda_proc_fd (proc), &msg, timeout_s, why, sizeof why);
     if (rc == 1) {
         cuda_proc_kill (proc);
-        s_err (err, errlen, "compile timed out after %g s", timeout_s);
+        common_seterr (err, errlen, "compile timed out after %g s", timeout_s);
         status = NVRTC_TIMEOUT;
     }
     else if (rc != 0 || msg.type != CUDA_MSG_COMPILED || msg.nparts < 1) {
@@ -350,11 +341,11 @@ s_compile_in_child (const char *name, const char *source, char *const *norm, siz
         if (cuda_proc_wait (proc, 0.5, &wstatus))
             cuda_proc_describe (wstatus, what, sizeof what);
         if (rc != 0 && cuda_now () - start >= timeout_s * 0.95) {
-            s_err (err, errlen, "compile timed out after %g s", timeout_s);
+            common_seterr (err, errlen, "compile timed out after %g s", timeout_s);
             status = NVRTC_TIMEOUT;
         }
         else
-            s_err (err, errlen, "compile subprocess failed (%s; %s)", why[0]? why: "bad reply", what);
+            common_seterr (err, errlen, "compile subprocess failed (%s; %s)", why[0]? why: "bad reply", what);
         if (rc == 0)
             cuda_msg_free (&msg);
     }
@@ -374,7 +365,7 @@ s_compile_in_child (const char *name, const char *source, char *const *norm, siz
             status = NVRTC_COMPILE_ERROR;
         else {
             const char *e = json_string_value (json_object_get (reply, "error"));
-            s_err (err, errlen, "compile subprocess: %s", e? e: "malformed reply");
+            common_seterr (err, errlen, "compile subprocess: %s", e? e: "malformed reply");
             status = NVRTC_INTERNAL;
         }
         json_decref (reply);
@@ -395,22 +386,22 @@ worker_nvrtc_compile (worker_cache_t *cache, const char *lang, const char *name,
     if (!lang)
         lang = "cuda";
     if (!source) {
-        s_err (err, errlen, "program has no source");
+        common_seterr (err, errlen, "program has no source");
         return NVRTC_INVALID;
     }
     if (worker_nvrtc_check_arch (arch)) {
-        s_err (err, errlen, "architecture '%.40s' is not of the form sm_XX", arch? arch: "");
+        common_seterr (err, errlen, "architecture '%.40s' is not of the form sm_XX", arch? arch: "");
         return NVRTC_INVALID;
     }
     bool ptx = strcmp (lang, "ptx") == 0;
     if (!ptx && strcmp (lang, "cuda") != 0) {
-        s_err (err, errlen, "lang '%.40s' is not supported by the cuda backend (cuda, ptx)", lang);
+        common_seterr (err, errlen, "lang '%.40s' is not supported by the cuda backend (cuda, ptx)", lang);
         return NVRTC_INVALID;
     }
     char **norm = NULL;
     size_t nnorm = 0;
     if (ptx && noptions) {
-        s_err (err, errlen, "PTX programs take no compiler options");
+        common_seterr (err, errlen, "PTX programs take no compiler options");
         return NVRTC_INVALID;
     }
     if (worker_nvrtc_options (options, noptions, &norm, &nnorm, err, errlen))
@@ -419,7 +410,7 @@ worker_nvrtc_compile (worker_cache_t *cache, const char *lang, const char *name,
     char *material = NULL;
     if (worker_nvrtc_key (lang, source, norm, nnorm, arch, key, result->key, &material)) {
         worker_nvrtc_options_free (norm, nnorm);
-        s_err (err, errlen, "cannot compute the cache key");
+        common_seterr (err, errlen, "cannot compute the cache key");
         return NVRTC_INTERNAL;
     }
     int status = NVRTC_INTERNAL;
@@ -435,7 +426,7 @@ worker_nvrtc_compile (worker_cache_t *cache, const char *lang, const char *name,
             status = NVRTC_OK;
         }
         else
-            s_err (err, errlen, "out of memory");
+            common_seterr (err, errlen, "out of memory");
         goto done;
     }
     if (cache) {

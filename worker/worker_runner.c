@@ -10,6 +10,7 @@
     measured here. A runner that dies or overruns is killed with its whole
     group and cgroup and reaped; it is never signalled after that.
 */
+#include "common_util.h"
 #include "worker_runner.h"
 #include "common_log.h"
 #include <errno.h>
@@ -40,13 +41,6 @@ struct worker_runner_t {
     char caps[256];                 //  caps text of the READY reply
 };
 
-static uint64_t
-s_now_ns (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
-}
 
 //  Copy untrusted text: NUL-terminated, printable ASCII only.
 static void
@@ -83,7 +77,7 @@ static int
 s_wait_reply (worker_runner_t *self, uint64_t deadline, runner_reply_t *reply)
 {
     for (;;) {
-        uint64_t now = s_now_ns ();
+        uint64_t now = common_now_ns ();
         if (now >= deadline)
             return 1;
         struct pollfd pfd = { .fd = self->sock, .events = POLLIN };
@@ -119,7 +113,7 @@ s_send (worker_runner_t *self, const runner_request_t *req, uint64_t deadline)
             return 0;
         if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
             return -1;
-        uint64_t now = s_now_ns ();
+        uint64_t now = common_now_ns ();
         if (now >= deadline)
             return 1;
         struct pollfd pfd = { .fd = self->sock, .events = POLLOUT };
@@ -163,12 +157,12 @@ s_exchange (worker_runner_t *self, const runner_request_t *req, double timeout_s
         worker_sandbox_signal (self->sandbox, SIGCONT);
         self->stopped = false;
     }
-    uint64_t t0 = s_now_ns ();
+    uint64_t t0 = common_now_ns ();
     uint64_t deadline = t0 + (uint64_t) (timeout_s > 0? timeout_s * 1e9: 0);
     int rc = s_send (self, req, deadline);
     if (rc == 0)
         rc = s_wait_reply (self, deadline, reply);
-    uint64_t t1 = s_now_ns ();
+    uint64_t t1 = common_now_ns ();
     *wall_ns = t1 - t0;
     out->wall_ns = t1 - t0;
     if (rc == 1) {
@@ -260,7 +254,7 @@ worker_runner_ready (worker_runner_t *self, char *err, size_t errlen)
 {
     char why [256] = "";
     runner_reply_t reply;
-    int rc = s_wait_reply (self, s_now_ns () + (uint64_t) (S_READY_TIMEOUT_S * 1e9), &reply);
+    int rc = s_wait_reply (self, common_now_ns () + (uint64_t) (S_READY_TIMEOUT_S * 1e9), &reply);
     if (rc == 1) {
         //  The candidate's constructors run inside this wait.
         snprintf (why, sizeof why, "load: the module did not finish loading within %.0f s",

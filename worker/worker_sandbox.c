@@ -15,6 +15,7 @@
     cgroup directory in use is held with flock, so stale ones left by a dead
     worker can be told from live ones and slots can be shared safely.
 */
+#include "common_util.h"
 #include "worker_sandbox.h"
 #include "runner_proto.h"
 #include "common_log.h"
@@ -67,13 +68,6 @@ struct worker_sandbox_t {
 //  ---------------------------------------------------------------------
 //  Small helpers
 
-static uint64_t
-s_now_ns (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
-}
 
 static int
 s_write_file (const char *path, const char *text)
@@ -422,7 +416,7 @@ s_cg_empty (char dirs [2][PATH_MAX], int mode)
         snprintf (path, sizeof path, "%s/cgroup.kill", dirs [0]);
         s_write_file (path, "1");
     }
-    uint64_t deadline = s_now_ns () + 2000000000ull;
+    uint64_t deadline = common_now_ns () + 2000000000ull;
     for (int round = 0; ; round++) {
         bool any = false;
         for (int h = 0; h < 2; h++) {
@@ -446,7 +440,7 @@ s_cg_empty (char dirs [2][PATH_MAX], int mode)
                     p++;
             }
         }
-        if (!any || s_now_ns () > deadline)
+        if (!any || common_now_ns () > deadline)
             return;
         //  Killed processes leave the list only once they have exited.
         if (round > 8) {
@@ -550,7 +544,7 @@ s_cg_acquire (worker_sandbox_t *self)
         else {
             uint32_t rnd = 0;
             if (getrandom (&rnd, sizeof rnd, GRND_NONBLOCK) != sizeof rnd)
-                rnd = (uint32_t) s_now_ns () ^ (uint32_t) attempt * 2654435761u;
+                rnd = (uint32_t) common_now_ns () ^ (uint32_t) attempt * 2654435761u;
             snprintf (name, sizeof name, "r%d-%08x", (int) getpid (), rnd);
         }
         char dirs [2][PATH_MAX] = { "", "" };
@@ -614,10 +608,10 @@ s_cg_release (worker_sandbox_t *self)
     s_cg_empty (self->cg_dir, self->cg_mode);
     if (!self->cg_slot) {
         //  rmdir waits for the last exiting task to leave the cgroup.
-        uint64_t deadline = s_now_ns () + 2000000000ull;
+        uint64_t deadline = common_now_ns () + 2000000000ull;
         for (int h = 0; h < 2; h++) {
             while (self->cg_dir [h][0] && rmdir (self->cg_dir [h]) != 0 && errno == EBUSY
-               &&  s_now_ns () < deadline) {
+               &&  common_now_ns () < deadline) {
                 s_cg_empty (self->cg_dir, self->cg_mode);
                 sched_yield ();
             }
@@ -900,10 +894,10 @@ worker_sandbox_wait (worker_sandbox_t *self, double timeout_s)
 {
     if (!self->pid || self->reaped)
         return 0;
-    uint64_t deadline = s_now_ns () + (uint64_t) (timeout_s > 0? timeout_s * 1e9: 0);
+    uint64_t deadline = common_now_ns () + (uint64_t) (timeout_s > 0? timeout_s * 1e9: 0);
     uint64_t backoff_us = 20;
     while (!s_exited (self)) {
-        uint64_t now = s_now_ns ();
+        uint64_t now = common_now_ns ();
         if (now >= deadline)
             return 1;
         if (self->pidfd >= 0) {
@@ -928,7 +922,7 @@ worker_sandbox_stop (worker_sandbox_t *self, double timeout_s)
     if (!self->pid || self->reaped)
         return -1;
     kill (-self->pid, SIGSTOP);
-    uint64_t deadline = s_now_ns () + (uint64_t) (timeout_s * 1e9);
+    uint64_t deadline = common_now_ns () + (uint64_t) (timeout_s * 1e9);
     uint64_t backoff_us = 10;
     for (int round = 0; ; round++) {
         siginfo_t info;
@@ -948,7 +942,7 @@ worker_sandbox_stop (worker_sandbox_t *self, double timeout_s)
             worker_sandbox_kill (self);     //  it exited: clean up and reap
             return -1;
         }
-        if (s_now_ns () > deadline) {
+        if (common_now_ns () > deadline) {
             log_warn ("sandbox", "runner %d did not stop within %.3g s; killing it",
                       self->pid, timeout_s);
             worker_sandbox_kill (self);
@@ -1155,9 +1149,9 @@ worker_sandbox_exec (const worker_sandbox_config_t *cfg, char *const argv[], con
     char *buf = malloc (S_OUTPUT_MAX + 64);
     size_t used = 0;
     bool truncated = false, eof = false;
-    uint64_t deadline = s_now_ns () + (uint64_t) (timeout_s > 0? timeout_s * 1e9: 0);
+    uint64_t deadline = common_now_ns () + (uint64_t) (timeout_s > 0? timeout_s * 1e9: 0);
     while (!eof) {
-        uint64_t now = s_now_ns ();
+        uint64_t now = common_now_ns ();
         if (now >= deadline) {
             *timed_out = true;
             break;
@@ -1223,7 +1217,7 @@ worker_sandbox_exec (const worker_sandbox_config_t *cfg, char *const argv[], con
     close (pipefd [0]);
     //  It may have closed its output and still run: the deadline holds.
     if (!*timed_out) {
-        uint64_t now = s_now_ns ();
+        uint64_t now = common_now_ns ();
         double left = now < deadline? (double) (deadline - now) * 1e-9: 0;
         if (worker_sandbox_wait (sandbox, left) != 0)
             *timed_out = true;
