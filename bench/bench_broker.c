@@ -8,7 +8,15 @@
     real run; the client speaks proto_msg directly so the figure is the
     broker's, not the JSON codec's.
 
+    With --db PATH the broker keeps every job in that SQLite file (removed
+    before each run), as `kgym-broker --db` does: each SUBMIT is a row
+    committed before its ACCEPTED, each RESULT an update of it (--sync full
+    fsyncs every commit). The client then names itself (a client id in
+    every SUBMIT), as client_kgym does, so the broker's per-client index is
+    on the path too.
+
     bench_broker [--jobs M] [--window W] [--capacity C] [--workers 1,2,4]
+                 [--db PATH [--sync full]]
 */
 #include "broker_server.h"
 #include "proto_msg.h"
@@ -19,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static int64_t
 s_now_us (void)
@@ -100,13 +109,24 @@ s_compare_i64 (const void *a, const void *b)
 
 //  One run with nworkers workers; prints a table row. 0 or -1.
 static int
-s_run (int nworkers, uint32_t jobs, uint32_t window, uint32_t capacity)
+s_run (int nworkers, uint32_t jobs, uint32_t window, uint32_t capacity, const char *db, bool full)
 {
     broker_config_t cfg;
     broker_config_default (&cfg);
     cfg.clients_endpoint = "tcp://127.0.0.1:*";
     cfg.workers_endpoint = "tcp://127.0.0.1:*";
     cfg.max_queue = jobs + window;
+    if (db) {
+        //  A fresh file per run.
+        char path [1100];
+        const char *suffixes [] = { "", "-wal", "-shm" };
+        for (int i = 0; i < 3; i++) {
+            snprintf (path, sizeof (path), "%s%s", db, suffixes [i]);
+            unlink (path);
+        }
+        cfg.db_path = db;
+        cfg.db_full_sync = full;
+    }
     zactor_t *broker = zactor_new (broker_server_actor, &cfg);
     char *clients = NULL, *workers = NULL;
     zstr_send (broker, "ENDPOINTS");
@@ -135,6 +155,8 @@ s_run (int nworkers, uint32_t jobs, uint32_t window, uint32_t capacity)
     free (data);
     proto_msg_t *out = proto_msg_new (PROTO_SUBMIT);
     proto_msg_set_str (out->backend, "cpu");
+    if (db)
+        proto_msg_set_str (out->client, "bench-client");
     proto_msg_set_body (out, &body);
     proto_msg_t *in = proto_msg_new (0);
 
@@ -202,11 +224,15 @@ main (int argc, char **argv)
 {
     uint32_t jobs = 200000, window = 1024, capacity = 256;
     const char *list = "1,2,4";
+    const char *db = NULL;
+    bool full = false;
     static const struct option options [] = {
         { "jobs", required_argument, NULL, 'j' },
         { "window", required_argument, NULL, 'w' },
         { "capacity", required_argument, NULL, 'c' },
         { "workers", required_argument, NULL, 'n' },
+        { "db", required_argument, NULL, 'd' },
+        { "sync", required_argument, NULL, 's' },
         { NULL, 0, NULL, 0 }
     };
     int opt;
@@ -216,8 +242,11 @@ main (int argc, char **argv)
             case 'w': window = (uint32_t) strtoul (optarg, NULL, 10); break;
             case 'c': capacity = (uint32_t) strtoul (optarg, NULL, 10); break;
             case 'n': list = optarg; break;
+            case 'd': db = optarg; break;
+            case 's': full = streq (optarg, "full"); break;
             default:
-                fprintf (stderr, "usage: bench_broker [--jobs M] [--window W] [--capacity C] [--workers 1,2,4]\n");
+                fprintf (stderr, "usage: bench_broker [--jobs M] [--window W] [--capacity C] [--workers 1,2,4]"
+                                 " [--db PATH [--sync full]]\n");
                 return 2;
         }
     }
@@ -226,6 +255,8 @@ main (int argc, char **argv)
         return 2;
     }
     common_log_set_level (LOG_LEVEL_WARN);
+    if (db)
+        printf ("store: %s, synchronous=%s\n\n", db, full? "FULL": "NORMAL");
     printf ("| workers | capacity | window | jobs | jobs/s | p50 ms | p90 ms | p99 ms | max ms |\n");
     printf ("|---|---|---|---|---|---|---|---|---|\n");
     int rc = 0;
@@ -237,7 +268,7 @@ main (int argc, char **argv)
             rc = 2;
             break;
         }
-        if (s_run (n, jobs, window, capacity))
+        if (s_run (n, jobs, window, capacity, db, full))
             rc = 1;
     }
     free (copy);

@@ -1,9 +1,13 @@
 /*  kgym-broker - the broker process: options in, broker_server actor out.
 
     kgym-broker [--clients EP] [--workers EP] [--heartbeat MS] [--liveness N]
-                [--max-queue N] [-v|--verbose]
+                [--max-queue N] [--max-client-jobs N] [--max-attempts N]
+                [--db PATH [--sync normal|full]] [--keep-results N] [--keep-seconds S]
+                [--curve-secret FILE --trainer-keys DIR --worker-keys DIR]
+                [-v|--verbose]
     Stops cleanly on SIGINT/SIGTERM (CZMQ's handler interrupts the actor's
-    poll); exits 1 with a one-line reason when it cannot bind.
+    poll); exits 1 with a one-line reason when it cannot start (bind,
+    database, keys).
 */
 #include "broker_server.h"
 #include "common_log.h"
@@ -17,14 +21,22 @@ static void
 s_usage (FILE *out)
 {
     fprintf (out,
-        "usage: kgym-broker [--clients EP] [--workers EP] [--heartbeat MS] [--liveness N]\n"
-        "                   [--max-queue N] [-v|--verbose]\n"
-        "  --clients EP     endpoint clients connect to (default tcp://*:5555)\n"
-        "  --workers EP     endpoint workers connect to (default tcp://*:5556)\n"
-        "  --heartbeat MS   heartbeat interval (default 1000)\n"
-        "  --liveness N     missed heartbeats before a worker is dropped (default 3)\n"
-        "  --max-queue N    jobs waiting across all clients (default 100000)\n"
-        "  -v, --verbose    log every job\n");
+        "usage: kgym-broker [options]\n"
+        "  --clients EP         endpoint clients connect to (default tcp://*:5555)\n"
+        "  --workers EP         endpoint workers connect to (default tcp://*:5556)\n"
+        "  --heartbeat MS       heartbeat interval (default 1000)\n"
+        "  --liveness N         missed heartbeats before a worker is dropped (default 3)\n"
+        "  --max-queue N        jobs waiting across all clients (default 100000)\n"
+        "  --max-client-jobs N  unfinished jobs one client may have (default: no own limit)\n"
+        "  --max-attempts N     workers a job may lose before it fails as internal_error (default 3)\n"
+        "  --db PATH            keep jobs in this SQLite file: they survive a broker restart\n"
+        "  --sync normal|full   normal: survives a killed broker; full: power loss too (default normal)\n"
+        "  --keep-results N     finished results kept for reconnecting clients (default 100000)\n"
+        "  --keep-seconds S     ... for at most S seconds (default 3600)\n"
+        "  --curve-secret FILE  the broker's secret certificate (kgym keygen): CURVE on both sockets\n"
+        "  --trainer-keys DIR   public certificates of the clients allowed in (with --curve-secret)\n"
+        "  --worker-keys DIR    public certificates of the workers allowed in (with --curve-secret)\n"
+        "  -v, --verbose        log every job\n");
 }
 
 //  A positive integer option that fits in uint32_t.
@@ -53,6 +65,15 @@ main (int argc, char **argv)
         { "heartbeat", required_argument, NULL, 'H' },
         { "liveness", required_argument, NULL, 'l' },
         { "max-queue", required_argument, NULL, 'q' },
+        { "max-client-jobs", required_argument, NULL, 'Q' },
+        { "max-attempts", required_argument, NULL, 'a' },
+        { "db", required_argument, NULL, 'd' },
+        { "sync", required_argument, NULL, 'S' },
+        { "keep-results", required_argument, NULL, 'k' },
+        { "keep-seconds", required_argument, NULL, 'K' },
+        { "curve-secret", required_argument, NULL, 's' },
+        { "trainer-keys", required_argument, NULL, 't' },
+        { "worker-keys", required_argument, NULL, 'W' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
@@ -65,6 +86,21 @@ main (int argc, char **argv)
             case 'H': if (s_parse_u32 ("--heartbeat", optarg, &cfg.heartbeat_ms)) return 2; break;
             case 'l': if (s_parse_u32 ("--liveness", optarg, &cfg.liveness)) return 2; break;
             case 'q': if (s_parse_u32 ("--max-queue", optarg, &cfg.max_queue)) return 2; break;
+            case 'Q': if (s_parse_u32 ("--max-client-jobs", optarg, &cfg.max_client_jobs)) return 2; break;
+            case 'a': if (s_parse_u32 ("--max-attempts", optarg, &cfg.max_attempts)) return 2; break;
+            case 'k': if (s_parse_u32 ("--keep-results", optarg, &cfg.keep_results)) return 2; break;
+            case 'K': if (s_parse_u32 ("--keep-seconds", optarg, &cfg.keep_s)) return 2; break;
+            case 'd': cfg.db_path = optarg; break;
+            case 'S':
+                if (!streq (optarg, "normal") && !streq (optarg, "full")) {
+                    fprintf (stderr, "kgym-broker: --sync wants normal or full, not '%s'\n", optarg);
+                    return 2;
+                }
+                cfg.db_full_sync = streq (optarg, "full");
+                break;
+            case 's': cfg.curve_secret = optarg; break;
+            case 't': cfg.trainer_keys = optarg; break;
+            case 'W': cfg.worker_keys = optarg; break;
             case 'v': common_log_set_level (LOG_LEVEL_DEBUG); break;
             case 'h': s_usage (stdout); return 0;
             default: s_usage (stderr); return 2;
@@ -72,6 +108,14 @@ main (int argc, char **argv)
     }
     if (optind < argc) {
         fprintf (stderr, "kgym-broker: unexpected argument '%s'\n", argv [optind]);
+        return 2;
+    }
+    if ((cfg.trainer_keys || cfg.worker_keys) && !cfg.curve_secret) {
+        fprintf (stderr, "kgym-broker: --trainer-keys and --worker-keys need --curve-secret\n");
+        return 2;
+    }
+    if (cfg.curve_secret && (!cfg.trainer_keys || !cfg.worker_keys)) {
+        fprintf (stderr, "kgym-broker: --curve-secret needs --trainer-keys DIR and --worker-keys DIR\n");
         return 2;
     }
     zsys_init ();
@@ -89,7 +133,9 @@ main (int argc, char **argv)
         zactor_destroy (&broker);
         return 1;
     }
-    fprintf (stderr, "kgym-broker: clients on %s, workers on %s\n", clients, workers);
+    fprintf (stderr, "kgym-broker: clients on %s, workers on %s%s%s%s\n", clients, workers,
+             cfg.db_path? ", jobs in ": "", cfg.db_path? cfg.db_path: "",
+             cfg.curve_secret? ", CURVE on": "");
     zstr_free (&clients);
     zstr_free (&workers);
 

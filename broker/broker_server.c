@@ -1,19 +1,31 @@
 /*  broker_server - the broker: routes jobs from clients to capable workers.
 
     One thread, two ROUTER sockets, no blocking call. A job lives in exactly
-    one list at a time: its backend's queue while it waits, or the list of
-    the worker that holds its lease while it runs. That makes every step O(1)
-    except picking a worker (a scan of that backend's few workers):
-        SUBMIT   -> job table + backend queue, ACCEPTED back, dispatch
-        dispatch -> queue head to the least-loaded worker, JOB (attempt+1)
-        RESULT   -> lease check (job, attempt, worker), RESULT to the client,
-                    free the slot, dispatch
-        expiry   -> the worker's jobs back to the front of their queue
+    one list at a time: its backend's queue while it waits, the list of the
+    worker that holds its lease while it runs, or the finished list while
+    its result is kept. That makes every step O(1) except picking a worker
+    (a scan of that backend's few workers) and FETCH by tag (a scan of the
+    kept results):
+        SUBMIT   -> job table + store row + backend queue; ACCEPTED deferred
+        batch end-> commit the store, send the deferred ACCEPTEDs, dispatch
+        dispatch -> queue head to the least-loaded ready worker, JOB (attempt+1)
+        RESULT   -> lease check (job, attempt, worker), store, RESULT to the
+                    client, job to the finished list
+        expiry   -> the worker's jobs back to the front of their queue, or
+                    failed when they have lost max_attempts workers
+    A batch is what one wakeup reads (up to 256 messages per socket): its
+    store writes are one transaction, and no JOB leaves before the
+    transaction that stored it commits and its ACCEPTED is out, so a client
+    always sees ACCEPTED first and every acknowledged job is on disk.
     Bodies and routing ids are moved between messages, never copied; a JOB
     resend shares the body's bytes (zmq_msg_copy). Spec: docs/protocol.md.
 */
 #include "broker_server.h"
+#include "broker_store.h"
+#include "broker_auth.h"
 #include "proto_msg.h"
+#include "proto_mpk.h"
+#include "proto_curve.h"
 #include "common_log.h"
 #include <time.h>
 #include <errno.h>
@@ -23,10 +35,12 @@
 #include <inttypes.h>
 
 #define BROKER_BATCH 256        //  messages read from one socket before looking at the others
+#define BROKER_NAME "kgym-broker"   //  the "worker" of a result the broker makes itself
 
 typedef struct _s_job_t s_job_t;
 typedef struct _s_worker_t s_worker_t;
 typedef struct _s_backend_t s_backend_t;
+typedef struct _s_client_t s_client_t;
 
 //  An intrusive doubly linked list of jobs.
 typedef struct {
@@ -35,19 +49,41 @@ typedef struct {
     size_t size;                //  jobs in the list
 } s_joblist_t;
 
-//  One accepted job, from SUBMIT until its RESULT is forwarded.
+typedef enum {
+    JOB_QUEUED,                 //  in its backend's queue
+    JOB_RUNNING,                //  leased: in its worker's list
+    JOB_DONE                    //  result kept: in the finished list
+} s_job_state_t;
+
+//  One accepted job, from SUBMIT until its result is retired.
 struct _s_job_t {
     uint64_t id;                //  broker's job id (key in the job table)
-    uint64_t ref;               //  client's reference
-    uint32_t attempt;           //  dispatches so far; the lease is (id, attempt)
-    zframe_t *client;           //  routing id of the submitting client (owned)
-    zframe_t *body;             //  the job as submitted (owned, never decoded)
+    uint64_t ref;               //  client's reference (key in the client's refs)
+    uint32_t attempt;           //  dispatches so far; the lease is (id, attempt, worker)
+    uint32_t lost;              //  leases lost with their worker (poison counter)
+    s_job_state_t state;        //  which list it is in
+    bool fresh;                 //  stored in the open transaction, not committed yet
+    s_client_t *client;         //  who submitted it
+    zframe_t *body;             //  the job as submitted (owned, never decoded; NULL once done)
+    zframe_t *result;           //  memory mode: the result once done (with a store: on disk)
+    char *tag;                  //  header tag, or NULL
+    char *graded_by;            //  once done: the worker's name
     s_backend_t *backend;       //  queue it belongs to
-    s_worker_t *worker;         //  lease holder, or NULL while queued
-    int64_t accepted_us;        //  when ACCEPTED was sent
-    int64_t dispatched_us;      //  first dispatch, 0 = never
-    s_job_t *prev, *next;       //  links in the queue or the worker's list
+    s_worker_t *worker;         //  lease holder while running
+    int64_t accepted_us;        //  wall clock, when it was accepted
+    int64_t dispatched_us;      //  wall clock, first dispatch (0 = never)
+    int64_t finished_us;        //  wall clock, when the result came
+    double queue_s;             //  once done: accepted to first dispatch
+    s_job_t *prev, *next;       //  links in the list of its state
 };
+
+typedef enum {
+    WORKER_READY,               //  takes jobs
+    WORKER_DRAINING,            //  finishes its leases, takes no new ones
+    WORKER_QUARANTINED          //  says its device is unfit: takes nothing
+} s_worker_state_t;
+
+static const char *s_state_names [] = { "ready", "draining", "quarantined" };
 
 //  One registered worker.
 struct _s_worker_t {
@@ -56,10 +92,11 @@ struct _s_worker_t {
     char device [PROTO_MAX_STR];//  from READY
     uint32_t capacity;          //  concurrent jobs it takes
     uint32_t pid;               //  its process id, for logs
+    s_worker_state_t state;     //  from READY / HEARTBEAT, or DRAIN
     s_backend_t *backend;       //  what it serves
     size_t slot;                //  index in backend->workers
     s_joblist_t jobs;           //  jobs it holds a lease on
-    int64_t expires_us;         //  dropped when silent past this
+    int64_t expires_us;         //  dropped when silent past this (monotonic)
 };
 
 //  Everything about one backend name ("cpu", "cuda").
@@ -72,19 +109,47 @@ struct _s_backend_t {
     size_t cursor;              //  where the next scan starts (spreads ties)
 };
 
+//  A submitter: named by the id it sends (stable across reconnects), or by
+//  its connection when it sends none.
+struct _s_client_t {
+    char *key;                  //  [CURVE key "/"] client id; NULL: anonymous
+    zframe_t *identity;         //  its current routing id (owned), NULL: unreachable now
+    zhashx_t *refs;             //  named: ref -> newest job with that ref
+    size_t jobs;                //  jobs that point here, any state
+    size_t unfinished;          //  of which queued or running
+};
+
 //  Counters reported by STATS.
 typedef struct {
-    uint64_t submitted;         //  SUBMITs accepted
-    uint64_t rejected;          //  SUBMITs refused (queue full)
+    uint64_t submitted;         //  SUBMITs accepted as new jobs
+    uint64_t resubmitted;       //  SUBMITs of a (client, ref) known already: answered again
+    uint64_t rejected;          //  SUBMITs refused (queue or client limit, store error)
     uint64_t dispatched;        //  JOBs sent
-    uint64_t completed;         //  RESULTs forwarded to clients
-    uint64_t requeued;          //  jobs taken back from a lost worker
+    uint64_t completed;         //  jobs finished (results stored / forwarded)
+    uint64_t failed;            //  of which failed by the broker (lost too many workers)
+    uint64_t requeued;          //  leases taken back from a lost worker
     uint64_t dropped_results;   //  RESULTs not matching a current lease
-    uint64_t undeliverable;     //  RESULTs whose client had gone
+    uint64_t undeliverable;     //  messages a client could not take (results stay kept)
+    uint64_t resent;            //  kept results sent again (FETCH, resubmit)
     uint64_t cancelled;         //  queued jobs dropped on a client's DISCONNECT
     uint64_t malformed;         //  messages that did not decode
-    uint64_t workers_lost;      //  workers dropped (expiry, DISCONNECT, send failure)
+    uint64_t unauthorized;      //  messages without an approved key (CURVE on)
+    uint64_t workers_lost;      //  workers dropped (expiry, send failure, DISCONNECT with leases)
+    uint64_t workers_left;      //  workers that left with no lease (drained)
+    uint64_t store_errors;      //  failed writes or commits of the store
 } s_stats_t;
+
+//  A reply held until the batch's transaction commits: an ACCEPTED, or an
+//  ERROR that must not overtake the ACCEPTEDs before it.
+typedef struct {
+    uint64_t job;               //  ACCEPTED: job id (looked up again: it may be gone)
+    bool resend;                //  ACCEPTED: also send its kept result (resubmit of a finished job)
+    bool new_job;               //  ACCEPTED: of a new job (not a resubmit)
+    zframe_t *identity;         //  ERROR: to whom (owned); NULL for an ACCEPTED
+    uint64_t ref;               //  ERROR: about which ref
+    uint32_t code;              //  ERROR: code
+    char *reason;               //  ERROR: reason (owned)
+} s_deferred_t;
 
 //  The broker instance, owned by the actor thread.
 typedef struct {
@@ -92,15 +157,25 @@ typedef struct {
     zsock_t *clients;           //  ROUTER for clients
     zsock_t *workers;           //  ROUTER for workers
     zpoller_t *poller;          //  pipe + both sockets
-    broker_config_t cfg;        //  settings (endpoint strings borrowed until start)
+    zactor_t *auth;             //  ZAP handler when CURVE is on
+    broker_store_t *store;      //  durable store, or NULL (memory only)
+    broker_config_t cfg;        //  settings (strings borrowed until start)
     char *clients_endpoint;     //  bound, with the real port
     char *workers_endpoint;     //  bound, with the real port
     zhashx_t *jobs;             //  job id -> s_job_t (owns nothing: jobs freed by hand)
     zhashx_t *worker_table;     //  identity frame -> s_worker_t
     zhashx_t *backends;         //  name -> s_backend_t (owns them)
+    zhashx_t *clients_by_key;   //  key -> named s_client_t
+    zhashx_t *clients_by_id;    //  identity frame -> s_client_t it is bound to
+    s_client_t *orphans;        //  owner of stored jobs of anonymous clients after a restart
+    s_joblist_t finished;       //  done jobs, oldest first (retention)
+    s_deferred_t *deferred;     //  ACCEPTEDs waiting for the commit
+    size_t ndeferred;           //  entries used
+    size_t maxdeferred;         //  entries allocated
     uint64_t next_job;          //  next job id
     size_t queued;              //  jobs in all queues
     size_t inflight;            //  jobs leased to workers
+    bool dispatch_due;          //  something may be dispatchable at the batch end
     int64_t next_heartbeat_us;  //  when to send heartbeats and check expiry
     proto_msg_t *in;            //  message being handled
     proto_msg_t *out;           //  message being sent (fields lent, see s_send)
@@ -113,6 +188,15 @@ s_now_us (void)
 {
     struct timespec ts;
     clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+//  Wall clock: what is stored and compared across restarts.
+static int64_t
+s_wall_us (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_REALTIME, &ts);
     return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
@@ -164,13 +248,17 @@ s_list_remove (s_joblist_t *list, s_job_t *job)
 //  Hash table callbacks
 
 static size_t
-s_job_hash (const void *key)
+s_u64_hash (const void *key)
 {
-    return (size_t) *(const uint64_t *) key;
+    uint64_t x = *(const uint64_t *) key;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (size_t) x;
 }
 
 static int
-s_job_compare (const void *a, const void *b)
+s_u64_compare (const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
     return x < y? -1: x > y? 1: 0;
@@ -210,6 +298,23 @@ s_backend_free (void **item)
     }
 }
 
+//  A table that owns neither keys nor items.
+static zhashx_t *
+s_table_new (zhashx_hash_fn *hasher, zhashx_comparator_fn *comparator)
+{
+    zhashx_t *table = zhashx_new ();
+    if (table) {
+        if (hasher)
+            zhashx_set_key_hasher (table, hasher);
+        if (comparator)
+            zhashx_set_key_comparator (table, comparator);
+        zhashx_set_key_duplicator (table, NULL);
+        zhashx_set_key_destructor (table, NULL);
+        zhashx_set_destructor (table, NULL);
+    }
+    return table;
+}
+
 //  --------------------------------------------------------------------------
 //  Sending
 
@@ -238,24 +343,128 @@ s_send_error (s_broker_t *self, zsock_t *sock, zframe_t *identity, uint32_t code
     proto_msg_set_str (self->out->reason, reason);
     self->out->ref = ref;
     self->out->job = job;
-    if (s_send (self, sock, identity, NULL))
+    if (s_send (self, sock, identity, NULL)) {
+        if (sock == self->clients)
+            self->stats.undeliverable++;
         log_debug ("broker", "ERROR %u not delivered: %s", code, zmq_strerror (errno));
+    }
 }
 
 //  --------------------------------------------------------------------------
-//  Jobs, backends and workers
+//  Clients
 
+static s_client_t *
+s_client_new (const char *key)
+{
+    s_client_t *client = (s_client_t *) calloc (1, sizeof (s_client_t));
+    if (!client)
+        return NULL;
+    if (key) {
+        client->key = strdup (key);
+        client->refs = s_table_new (s_u64_hash, s_u64_compare);
+        if (!client->key || !client->refs) {
+            free (client->key);
+            zhashx_destroy (&client->refs);
+            free (client);
+            return NULL;
+        }
+    }
+    return client;
+}
+
+//  Forget the client's routing id (it went away, or another client took it).
+static void
+s_client_unbind (s_broker_t *self, s_client_t *client)
+{
+    if (client->identity) {
+        if (zhashx_lookup (self->clients_by_id, client->identity) == client)
+            zhashx_delete (self->clients_by_id, client->identity);
+        zframe_destroy (&client->identity);
+    }
+}
+
+//  Free a client nothing refers to any more.
+static void
+s_client_release (s_broker_t *self, s_client_t *client)
+{
+    if (!client || client->jobs > 0 || client == self->orphans)
+        return;
+    s_client_unbind (self, client);
+    if (client->key)
+        zhashx_delete (self->clients_by_key, client->key);
+    zhashx_destroy (&client->refs);
+    free (client->key);
+    free (client);
+}
+
+//  From now on, results for client go to this routing id.
+static void
+s_client_bind (s_broker_t *self, s_client_t *client, zframe_t *identity)
+{
+    if (!identity || (client->identity && zframe_eq (client->identity, identity)))
+        return;
+    s_client_unbind (self, client);
+    s_client_t *other = (s_client_t *) zhashx_lookup (self->clients_by_id, identity);
+    if (other) {
+        //  The same connection spoke for another client before: it is this one now.
+        s_client_unbind (self, other);
+        s_client_release (self, other);
+    }
+    client->identity = zframe_dup (identity);
+    if (client->identity)
+        zhashx_insert (self->clients_by_id, client->identity, client);
+}
+
+//  The client key of a message: its client id, in the namespace of its key.
+static char *
+s_client_key (const proto_msg_t *msg)
+{
+    if (!msg->client [0])
+        return NULL;
+    if (msg->user_id [0])
+        return zsys_sprintf ("%s/%s", msg->user_id, msg->client);
+    return strdup (msg->client);
+}
+
+//  The named client of this key (created when create), or NULL.
+static s_client_t *
+s_client_named (s_broker_t *self, const char *key, bool create)
+{
+    s_client_t *client = (s_client_t *) zhashx_lookup (self->clients_by_key, key);
+    if (!client && create) {
+        client = s_client_new (key);
+        if (client)
+            zhashx_insert (self->clients_by_key, client->key, client);
+    }
+    return client;
+}
+
+//  --------------------------------------------------------------------------
+//  Jobs and backends
+
+//  Free a job that is in no list any more.
 static void
 s_job_destroy (s_broker_t *self, s_job_t **job_p)
 {
     s_job_t *job = *job_p;
-    if (job) {
-        zhashx_delete (self->jobs, &job->id);
-        zframe_destroy (&job->client);
-        zframe_destroy (&job->body);
-        free (job);
-        *job_p = NULL;
+    if (!job)
+        return;
+    zhashx_delete (self->jobs, &job->id);
+    s_client_t *client = job->client;
+    if (client) {
+        if (client->refs && zhashx_lookup (client->refs, &job->ref) == job)
+            zhashx_delete (client->refs, &job->ref);
+        if (job->state != JOB_DONE)
+            client->unfinished--;
+        client->jobs--;
+        s_client_release (self, client);
     }
+    zframe_destroy (&job->body);
+    zframe_destroy (&job->result);
+    free (job->tag);
+    free (job->graded_by);
+    free (job);
+    *job_p = NULL;
 }
 
 //  The backend of that name, created on first use.
@@ -273,7 +482,7 @@ s_backend_require (s_broker_t *self, const char *name)
     return backend;
 }
 
-//  The worker with the most free slots, or NULL when all are full.
+//  The ready worker with the most free slots, or NULL when none has one.
 static s_worker_t *
 s_backend_pick (s_backend_t *backend)
 {
@@ -282,6 +491,8 @@ s_backend_pick (s_backend_t *backend)
     size_t n = backend->nworkers;
     for (size_t i = 0; i < n; i++) {
         s_worker_t *worker = backend->workers [(backend->cursor + i) % n];
+        if (worker->state != WORKER_READY || worker->jobs.size >= worker->capacity)
+            continue;
         uint32_t free_slots = worker->capacity - (uint32_t) worker->jobs.size;
         if (free_slots > best_free) {
             best = worker;
@@ -293,7 +504,104 @@ s_backend_pick (s_backend_t *backend)
     return best;
 }
 
-static void s_worker_drop (s_broker_t *self, s_worker_t *worker, const char *why);
+//  Send a job's result (body lent) to its client, if it can be reached.
+//  The result stays kept either way. 0 or -1.
+static int
+s_send_result (s_broker_t *self, s_job_t *job, zframe_t *body, zframe_t *to)
+{
+    s_client_t *client = job->client;
+    zframe_t *identity = to? to: client? client->identity: NULL;
+    if (!identity) {
+        self->stats.undeliverable++;
+        return -1;
+    }
+    proto_msg_reset (self->out, PROTO_RESULT);
+    self->out->job = job->id;
+    self->out->ref = job->ref;
+    self->out->attempt = job->attempt;
+    self->out->queue_s = job->queue_s;
+    proto_msg_set_str (self->out->name, job->graded_by? job->graded_by: BROKER_NAME);
+    if (s_send (self, self->clients, identity, body) == 0)
+        return 0;
+    self->stats.undeliverable++;
+    log_info ("broker", "result of job %" PRIu64 " (ref %" PRIu64 ") kept: client %s", job->id,
+              job->ref, errno == EHOSTUNREACH? "has gone": "is not reading");
+    if (errno == EHOSTUNREACH && client && identity == client->identity)
+        s_client_unbind (self, client);
+    return -1;
+}
+
+//  Send a finished job's kept result again (to the given routing id). 0 or -1.
+static int
+s_resend_result (s_broker_t *self, s_job_t *job, zframe_t *to)
+{
+    zframe_t *loaded = NULL;
+    zframe_t *body = job->result;
+    if (!body && self->store)
+        body = loaded = broker_store_result (self->store, job->id);
+    if (!body) {
+        log_warn ("broker", "result of job %" PRIu64 " is not in the store", job->id);
+        return -1;
+    }
+    int rc = s_send_result (self, job, body, to);
+    zframe_destroy (&loaded);
+    if (rc == 0)
+        self->stats.resent++;
+    return rc;
+}
+
+//  The job is finished with this result (taken): keep it, tell the client.
+static void
+s_job_finish (s_broker_t *self, s_job_t *job, zframe_t **result_p, const char *graded_by)
+{
+    zframe_t *result = *result_p;
+    *result_p = NULL;
+    job->state = JOB_DONE;
+    job->worker = NULL;
+    job->client->unfinished--;
+    job->finished_us = s_wall_us ();
+    job->queue_s = job->dispatched_us? (double) (job->dispatched_us - job->accepted_us) / 1e6: 0;
+    free (job->graded_by);
+    job->graded_by = strdup (graded_by);
+    zframe_destroy (&job->body);
+    if (self->store
+    &&  broker_store_finish (self->store, job->id, job->attempt, job->lost, zframe_data (result),
+                             zframe_size (result), graded_by, job->queue_s, job->finished_us))
+        self->stats.store_errors++;
+    s_send_result (self, job, result, NULL);
+    if (self->store)
+        zframe_destroy (&result);
+    else
+        job->result = result;
+    s_list_push_back (&self->finished, job);
+    self->stats.completed++;
+}
+
+//  A job that lost max_attempts workers: it is failed, not retried again.
+static void
+s_job_fail (s_broker_t *self, s_job_t *job)
+{
+    char message [128];
+    snprintf (message, sizeof (message), "worker lost %u times while running this job", job->lost);
+    json_t *json = json_pack ("{s:s, s:n, s:n, s:s}", "status", "internal_error", "reward",
+                              "speedup", "message", message);
+    char *data = NULL;
+    size_t size = 0;
+    zframe_t *result = NULL;
+    if (json && proto_mpk_encode (json, &data, &size) == 0)
+        result = zframe_new (data, size);
+    free (data);
+    json_decref (json);
+    if (!result)
+        result = zframe_new ("\x80", 1);        //  out of memory: an empty map still answers
+    self->stats.failed++;
+    log_warn ("broker", "job %" PRIu64 " (ref %" PRIu64 ") failed: %s", job->id, job->ref, message);
+    s_job_finish (self, job, &result, BROKER_NAME);
+    zframe_destroy (&result);
+}
+
+static void s_worker_drop (s_broker_t *self, s_worker_t *worker, const char *why, bool lost,
+                           s_job_t *unsent);
 
 //  Lease waiting jobs of backend to its workers while any has a free slot.
 static void
@@ -307,9 +615,10 @@ s_dispatch (s_broker_t *self, s_backend_t *backend)
         s_list_remove (&backend->queue, job);
         self->queued--;
         job->attempt++;
+        job->state = JOB_RUNNING;
         job->worker = worker;
         if (!job->dispatched_us)
-            job->dispatched_us = s_now_us ();
+            job->dispatched_us = s_wall_us ();
         s_list_push_back (&worker->jobs, job);
         self->inflight++;
 
@@ -324,10 +633,25 @@ s_dispatch (s_broker_t *self, s_backend_t *backend)
         else
             //  Gone (EHOSTUNREACH) or not reading (EAGAIN): either way it
             //  cannot hold leases. Its jobs, this one too, go back in front
-            //  and the loop offers them to the others.
-            s_worker_drop (self, worker, errno == EHOSTUNREACH? "unreachable": "not reading");
+            //  and the loop offers them to the others; this one never
+            //  reached it, so it is not counted against the job.
+            s_worker_drop (self, worker, errno == EHOSTUNREACH? "unreachable": "not reading",
+                           true, job);
     }
 }
+
+static void
+s_dispatch_all (s_broker_t *self)
+{
+    self->dispatch_due = false;
+    for (s_backend_t *backend = (s_backend_t *) zhashx_first (self->backends); backend;
+         backend = (s_backend_t *) zhashx_next (self->backends))
+        if (backend->queue.head && backend->nworkers)
+            s_dispatch (self, backend);
+}
+
+//  --------------------------------------------------------------------------
+//  Workers
 
 static s_worker_t *
 s_worker_lookup (s_broker_t *self, zframe_t *identity)
@@ -337,21 +661,35 @@ s_worker_lookup (s_broker_t *self, zframe_t *identity)
 
 //  Forget a worker; every job it held goes back to the front of its queue in
 //  the order it was dispatched, to be leased again with the next attempt.
-//  Does not dispatch (the caller does), so a drop never frees another worker
-//  under the caller's feet.
+//  lost: it vanished (expiry, failed send), which counts against each job it
+//  held (but unsent, whose JOB never left); a job that has lost
+//  max_attempts workers is failed instead. Does not dispatch (the batch end
+//  does), so a drop never frees another worker under the caller's feet.
 static void
-s_worker_drop (s_broker_t *self, s_worker_t *worker, const char *why)
+s_worker_drop (s_broker_t *self, s_worker_t *worker, const char *why, bool lost, s_job_t *unsent)
 {
     s_backend_t *backend = worker->backend;
     size_t held = worker->jobs.size;
+    size_t failed = 0;
     while (worker->jobs.tail) {
         s_job_t *job = worker->jobs.tail;
         s_list_remove (&worker->jobs, job);
         job->worker = NULL;
-        s_list_push_front (&backend->queue, job);
         self->inflight--;
+        bool counted = lost && job != unsent;
+        if (counted)
+            job->lost++;
+        if (counted && job->lost >= self->cfg.max_attempts) {
+            s_job_fail (self, job);
+            failed++;
+            continue;
+        }
+        job->state = JOB_QUEUED;
+        s_list_push_front (&backend->queue, job);
         self->queued++;
         self->stats.requeued++;
+        if (self->store && broker_store_requeue (self->store, job->id, job->attempt, job->lost))
+            self->stats.store_errors++;
     }
     //  Swap-remove from the backend's array.
     size_t last = backend->nworkers - 1;
@@ -362,49 +700,77 @@ s_worker_drop (s_broker_t *self, s_worker_t *worker, const char *why)
         backend->cursor = 0;
 
     zhashx_delete (self->worker_table, worker->identity);
-    self->stats.workers_lost++;
-    log_info ("broker", "worker %s (%s, %s) dropped: %s; %zu job(s) requeued",
-              worker->name, backend->name, worker->device, why, held);
+    if (held || lost)
+        self->stats.workers_lost++;
+    else
+        self->stats.workers_left++;
+    if (held || lost)
+        log_info ("broker", "worker %s (%s, %s) dropped: %s; %zu job(s) requeued, %zu failed",
+                  worker->name, backend->name, worker->device, why, held - failed, failed);
+    else
+        log_info ("broker", "worker %s (%s, %s) left: %s", worker->name, backend->name,
+                  worker->device, why);
     zframe_destroy (&worker->identity);
     free (worker);
+    self->dispatch_due = true;
+}
+
+//  A state name to a state; -1 when unknown ("" is ready).
+static int
+s_worker_state_parse (const char *name)
+{
+    if (!name [0])
+        return WORKER_READY;
+    for (int i = 0; i < 3; i++)
+        if (streq (name, s_state_names [i]))
+            return i;
+    return -1;
+}
+
+static void
+s_worker_set_state (s_broker_t *self, s_worker_t *worker, s_worker_state_t state)
+{
+    if (worker->state == state)
+        return;
+    log_info ("broker", "worker %s is %s (was %s), holding %zu job(s)", worker->name,
+              s_state_names [state], s_state_names [worker->state], worker->jobs.size);
+    worker->state = state;
+    if (state == WORKER_READY)
+        self->dispatch_due = true;
 }
 
 //  READY: register (or re-register) the sender.
 static void
 s_worker_ready (s_broker_t *self, proto_msg_t *msg, int64_t now)
 {
-    if (msg->capacity == 0 || msg->backend [0] == 0) {
-        s_send_error (self, self->workers, msg->routing_id, PROTO_ERR_MALFORMED,
-                      msg->capacity == 0? "READY with capacity 0": "READY with empty backend",
-                      0, 0);
+    int state = s_worker_state_parse (msg->state);
+    if (msg->capacity == 0 || msg->backend [0] == 0 || state < 0) {
         self->stats.malformed++;
+        s_send_error (self, self->workers, msg->routing_id, PROTO_ERR_MALFORMED,
+                      msg->capacity == 0? "READY with capacity 0":
+                      state < 0? "READY with an unknown state": "READY with empty backend",
+                      0, 0);
         return;
     }
     s_worker_t *worker = s_worker_lookup (self, msg->routing_id);
-    if (worker) {
-        //  A second READY means the worker started over: its leases are void.
-        s_backend_t *old_backend = worker->backend;
-        s_worker_drop (self, worker, "announced itself again");
-        s_dispatch (self, old_backend);
-    }
-
+    if (worker)
+        //  It started over (or changed its mind about its device): what it
+        //  held goes back, which is no fault of the jobs.
+        s_worker_drop (self, worker, "announced itself again", false, NULL);
     s_backend_t *backend = s_backend_require (self, msg->backend);
     worker = (s_worker_t *) calloc (1, sizeof (s_worker_t));
-    if (!backend || !worker) {
+    if (backend && worker && backend->nworkers == backend->maxworkers) {
+        size_t grown = backend->maxworkers? backend->maxworkers * 2: 8;
+        s_worker_t **workers = (s_worker_t **) realloc (backend->workers, grown * sizeof (s_worker_t *));
+        if (workers) {
+            backend->workers = workers;
+            backend->maxworkers = grown;
+        }
+    }
+    if (!backend || !worker || backend->nworkers == backend->maxworkers) {
         free (worker);
         s_send_error (self, self->workers, msg->routing_id, PROTO_ERR_INTERNAL, "out of memory", 0, 0);
         return;
-    }
-    if (backend->nworkers == backend->maxworkers) {
-        size_t grown = backend->maxworkers? 2 * backend->maxworkers: 4;
-        s_worker_t **workers = (s_worker_t **) realloc (backend->workers, grown * sizeof (*workers));
-        if (!workers) {
-            free (worker);
-            s_send_error (self, self->workers, msg->routing_id, PROTO_ERR_INTERNAL, "out of memory", 0, 0);
-            return;
-        }
-        backend->workers = workers;
-        backend->maxworkers = grown;
     }
     worker->identity = msg->routing_id;
     msg->routing_id = NULL;
@@ -412,22 +778,24 @@ s_worker_ready (s_broker_t *self, proto_msg_t *msg, int64_t now)
     memcpy (worker->device, msg->device, sizeof (worker->device));
     worker->capacity = msg->capacity;
     worker->pid = msg->pid;
+    worker->state = (s_worker_state_t) state;
     worker->backend = backend;
     worker->slot = backend->nworkers;
     worker->expires_us = now + (int64_t) self->cfg.heartbeat_ms * self->cfg.liveness * 1000;
     backend->workers [backend->nworkers++] = worker;
     zhashx_insert (self->worker_table, worker->identity, worker);
-    log_info ("broker", "worker %s ready: backend %s, device %s, capacity %u, pid %u",
-              worker->name, backend->name, worker->device, worker->capacity, worker->pid);
-    s_dispatch (self, backend);
+    log_info ("broker", "worker %s %s: backend %s, device %s, capacity %u, pid %u",
+              worker->name, s_state_names [state], backend->name, worker->device,
+              worker->capacity, worker->pid);
+    self->dispatch_due = true;
 }
 
-//  RESULT from a worker: forward it if it matches the current lease.
+//  RESULT from a worker: keep and forward it if it matches the current lease.
 static void
-s_worker_result (s_broker_t *self, s_worker_t *worker, proto_msg_t *msg, int64_t now)
+s_worker_result (s_broker_t *self, s_worker_t *worker, proto_msg_t *msg)
 {
     s_job_t *job = (s_job_t *) zhashx_lookup (self->jobs, &msg->job);
-    if (!job || job->worker != worker || job->attempt != msg->attempt) {
+    if (!job || job->state != JOB_RUNNING || job->worker != worker || job->attempt != msg->attempt) {
         //  A lease that was taken back (or never was): the job lives on elsewhere.
         self->stats.dropped_results++;
         log_info ("broker", "stale RESULT job %" PRIu64 " attempt %u from %s dropped",
@@ -436,22 +804,9 @@ s_worker_result (s_broker_t *self, s_worker_t *worker, proto_msg_t *msg, int64_t
     }
     s_list_remove (&worker->jobs, job);
     self->inflight--;
-
-    proto_msg_reset (self->out, PROTO_RESULT);
-    self->out->job = job->id;
-    self->out->ref = job->ref;
-    self->out->attempt = job->attempt;
-    self->out->queue_s = (double) (job->dispatched_us - job->accepted_us) / 1e6;
-    memcpy (self->out->name, worker->name, sizeof (self->out->name));
-    if (s_send (self, self->clients, job->client, msg->body) == 0)
-        self->stats.completed++;
-    else {
-        self->stats.undeliverable++;
-        log_warn ("broker", "result of job %" PRIu64 " (ref %" PRIu64 ") dropped: client %s",
-                  job->id, job->ref, errno == EHOSTUNREACH? "has gone": "is not reading");
-    }
-    s_job_destroy (self, &job);
-    s_dispatch (self, worker->backend);
+    zframe_t *body = proto_msg_get_body (msg);
+    s_job_finish (self, job, &body, worker->name);
+    self->dispatch_due = true;
 }
 
 static void
@@ -461,6 +816,11 @@ s_handle_worker (s_broker_t *self, int64_t now)
     int rc = proto_msg_recv (msg, self->workers);
     if (rc == -1)
         return;
+    if (self->auth && !msg->user_id [0]) {
+        //  CURVE is on and this connection was never approved: nothing at all.
+        self->stats.unauthorized++;
+        return;
+    }
     if (rc == -2) {
         self->stats.malformed++;
         log_info ("broker", "malformed message from a worker: %s", msg->reason);
@@ -486,16 +846,24 @@ s_handle_worker (s_broker_t *self, int64_t now)
     worker->expires_us = now + (int64_t) self->cfg.heartbeat_ms * self->cfg.liveness * 1000;
     switch (msg->cmd) {
         case PROTO_HEARTBEAT:
+            if (msg->state [0]) {
+                int state = s_worker_state_parse (msg->state);
+                if (state < 0) {
+                    self->stats.malformed++;
+                    s_send_error (self, self->workers, msg->routing_id, PROTO_ERR_MALFORMED,
+                                  "HEARTBEAT with an unknown state", 0, 0);
+                }
+                else
+                    s_worker_set_state (self, worker, (s_worker_state_t) state);
+            }
             break;
         case PROTO_RESULT:
-            s_worker_result (self, worker, msg, now);
+            s_worker_result (self, worker, msg);
             break;
-        case PROTO_DISCONNECT: {
-            s_backend_t *backend = worker->backend;
-            s_worker_drop (self, worker, msg->reason [0]? msg->reason: "disconnected");
-            s_dispatch (self, backend);
+        case PROTO_DISCONNECT:
+            //  Leaving on purpose: whatever it still held is no fault of the jobs.
+            s_worker_drop (self, worker, msg->reason [0]? msg->reason: "disconnected", false, NULL);
             break;
-        }
         case PROTO_ERROR:
             log_warn ("broker", "worker %s reports error %u: %s", worker->name, msg->code, msg->reason);
             break;
@@ -509,78 +877,265 @@ s_handle_worker (s_broker_t *self, int64_t now)
 }
 
 //  --------------------------------------------------------------------------
-//  Clients
+//  Clients' requests
+
+//  Room for one more deferred reply; NULL when out of memory.
+static s_deferred_t *
+s_defer_slot (s_broker_t *self)
+{
+    if (self->ndeferred == self->maxdeferred) {
+        size_t grown = self->maxdeferred? self->maxdeferred * 2: 1024;
+        s_deferred_t *deferred = (s_deferred_t *) realloc (self->deferred, grown * sizeof (s_deferred_t));
+        if (!deferred)
+            return NULL;
+        self->deferred = deferred;
+        self->maxdeferred = grown;
+    }
+    s_deferred_t *slot = &self->deferred [self->ndeferred++];
+    memset (slot, 0, sizeof (*slot));
+    return slot;
+}
+
+//  Hold an ACCEPTED (and maybe a result) until the batch commits.
+static void
+s_defer (s_broker_t *self, s_job_t *job, bool resend, bool new_job)
+{
+    s_deferred_t *slot = s_defer_slot (self);
+    if (!slot) {
+        //  Cannot hold it: the client resubmits, and gets it then.
+        log_error ("broker", "out of memory: ACCEPTED of job %" PRIu64 " not sent", job->id);
+        return;
+    }
+    slot->job = job->id;
+    slot->resend = resend;
+    slot->new_job = new_job;
+}
+
+//  An ERROR about a SUBMIT: after the ACCEPTEDs that wait, so a client sees
+//  its replies in the order it submitted.
+static void
+s_submit_error (s_broker_t *self, zframe_t *identity, uint32_t code, const char *reason,
+                uint64_t ref)
+{
+    s_deferred_t *slot = self->ndeferred? s_defer_slot (self): NULL;
+    if (slot) {
+        slot->identity = zframe_dup (identity);
+        slot->code = code;
+        slot->ref = ref;
+        slot->reason = strdup (reason);
+    }
+    else
+        s_send_error (self, self->clients, identity, code, reason, ref, 0);
+}
 
 static void
-s_client_submit (s_broker_t *self, proto_msg_t *msg, int64_t now)
+s_client_submit (s_broker_t *self, proto_msg_t *msg)
 {
     if (msg->backend [0] == 0) {
         self->stats.malformed++;
-        s_send_error (self, self->clients, msg->routing_id, PROTO_ERR_MALFORMED,
-                      "SUBMIT with empty backend", msg->ref, 0);
+        s_submit_error (self, msg->routing_id, PROTO_ERR_MALFORMED, "SUBMIT with empty backend",
+                        msg->ref);
         return;
     }
-    if (self->queued >= self->cfg.max_queue) {
-        self->stats.rejected++;
-        s_send_error (self, self->clients, msg->routing_id, PROTO_ERR_OVERLOADED,
-                      "queue full", msg->ref, 0);
+    s_client_t *client = NULL;
+    char *key = s_client_key (msg);
+    if (key) {
+        client = s_client_named (self, key, true);
+        free (key);
+    }
+    else {
+        client = (s_client_t *) zhashx_lookup (self->clients_by_id, msg->routing_id);
+        if (client && client->key)
+            client = NULL;      //  that connection spoke as a named client before: a new one now
+        if (!client)
+            client = s_client_new (NULL);
+    }
+    if (!client) {
+        s_submit_error (self, msg->routing_id, PROTO_ERR_INTERNAL, "out of memory", msg->ref);
         return;
     }
-    s_backend_t *backend = s_backend_require (self, msg->backend);
-    s_job_t *job = (s_job_t *) calloc (1, sizeof (s_job_t));
-    if (!backend || !job) {
+    s_client_bind (self, client, msg->routing_id);
+    if (client->refs) {
+        //  The same (client, ref) again: a resend after a reconnect. The job
+        //  it names is answered, not run twice; a finished one (when the
+        //  resend says so) with its kept result.
+        s_job_t *known = (s_job_t *) zhashx_lookup (client->refs, &msg->ref);
+        if (known && (known->state != JOB_DONE || msg->retry)) {
+            self->stats.resubmitted++;
+            s_defer (self, known, known->state == JOB_DONE, false);
+            return;
+        }
+    }
+    const char *refused = NULL;
+    if (self->queued >= self->cfg.max_queue)
+        refused = "queue full";
+    else
+    if (self->cfg.max_client_jobs && client->unfinished >= self->cfg.max_client_jobs)
+        refused = "client limit: too many unfinished jobs";
+    s_backend_t *backend = refused? NULL: s_backend_require (self, msg->backend);
+    s_job_t *job = refused? NULL: (s_job_t *) calloc (1, sizeof (s_job_t));
+    if (!refused && (!backend || !job)) {
         free (job);
-        s_send_error (self, self->clients, msg->routing_id, PROTO_ERR_INTERNAL, "out of memory",
-                      msg->ref, 0);
+        job = NULL;
+        s_submit_error (self, msg->routing_id, PROTO_ERR_INTERNAL, "out of memory", msg->ref);
+        s_client_release (self, client);
+        return;
+    }
+    if (refused) {
+        self->stats.rejected++;
+        s_submit_error (self, msg->routing_id, PROTO_ERR_OVERLOADED, refused, msg->ref);
+        s_client_release (self, client);
         return;
     }
     job->id = self->next_job++;
     job->ref = msg->ref;
-    job->client = msg->routing_id;
-    msg->routing_id = NULL;
+    job->client = client;
     job->body = proto_msg_get_body (msg);
+    job->tag = msg->tag [0]? strdup (msg->tag): NULL;
     job->backend = backend;
-    job->accepted_us = now;
-    zhashx_insert (self->jobs, &job->id, job);
-
-    proto_msg_reset (self->out, PROTO_ACCEPTED);
-    self->out->ref = job->ref;
-    self->out->job = job->id;
-    if (s_send (self, self->clients, job->client, NULL)) {
-        //  The client is gone already: nobody would take the result.
-        self->stats.undeliverable++;
-        s_job_destroy (self, &job);
-        return;
+    job->accepted_us = s_wall_us ();
+    job->state = JOB_QUEUED;
+    if (self->store) {
+        broker_store_row_t row = {
+            .id = job->id, .client = client->key? client->key: "", .ref = job->ref,
+            .tag = msg->tag, .backend = backend->name, .body = zframe_data (job->body),
+            .body_size = zframe_size (job->body), .accepted_us = job->accepted_us
+        };
+        if (broker_store_insert (self->store, &row)) {
+            self->stats.store_errors++;
+            self->stats.rejected++;
+            s_submit_error (self, msg->routing_id, PROTO_ERR_INTERNAL, "cannot store the job",
+                            msg->ref);
+            zframe_destroy (&job->body);
+            free (job->tag);
+            free (job);
+            s_client_release (self, client);
+            return;
+        }
+        job->fresh = true;
     }
-    self->stats.submitted++;
+    zhashx_insert (self->jobs, &job->id, job);
+    client->jobs++;
+    client->unfinished++;
+    if (client->refs) {
+        zhashx_delete (client->refs, &job->ref);
+        zhashx_insert (client->refs, &job->ref, job);
+    }
     s_list_push_back (&backend->queue, job);
     self->queued++;
+    self->dispatch_due = true;
+    s_defer (self, job, false, true);
     log_debug ("broker", "job %" PRIu64 " (ref %" PRIu64 ", backend %s, tag '%s') accepted",
                job->id, job->ref, backend->name, msg->tag);
-    s_dispatch (self, backend);
+}
+
+//  FETCH: the kept results of a client's jobs (one job, a tag, or all), then DONE.
+static void
+s_client_fetch (s_broker_t *self, proto_msg_t *msg)
+{
+    uint32_t count = 0, pending = 0;
+    char *key = s_client_key (msg);
+    s_client_t *client = key? s_client_named (self, key, false): NULL;
+    free (key);
+    if (client) {
+        s_client_bind (self, client, msg->routing_id);
+        if (msg->job) {
+            s_job_t *job = (s_job_t *) zhashx_lookup (self->jobs, &msg->job);
+            if (job && job->client == client) {
+                if (job->state != JOB_DONE)
+                    pending++;
+                else
+                if (s_resend_result (self, job, msg->routing_id) == 0)
+                    count++;
+            }
+        }
+        else {
+            for (s_job_t *job = self->finished.head; job; job = job->next)
+                if (job->client == client
+                &&  (!msg->tag [0] || (job->tag && streq (job->tag, msg->tag)))) {
+                    if (s_resend_result (self, job, msg->routing_id))
+                        break;      //  the client's queue is full: it fetches the rest later
+                    count++;
+                }
+            for (s_job_t *job = (s_job_t *) zhashx_first (client->refs); job;
+                 job = (s_job_t *) zhashx_next (client->refs))
+                if (job->state != JOB_DONE
+                &&  (!msg->tag [0] || (job->tag && streq (job->tag, msg->tag))))
+                    pending++;
+        }
+    }
+    proto_msg_reset (self->out, PROTO_DONE);
+    self->out->ref = msg->ref;
+    self->out->count = count;
+    self->out->pending = pending;
+    if (s_send (self, self->clients, msg->routing_id, NULL))
+        self->stats.undeliverable++;
+}
+
+//  DRAIN from a client: the named workers finish what they hold and leave.
+static void
+s_client_drain (s_broker_t *self, proto_msg_t *msg)
+{
+    if (!msg->name [0]) {
+        self->stats.malformed++;
+        s_send_error (self, self->clients, msg->routing_id, PROTO_ERR_MALFORMED,
+                      "DRAIN without 'name'", msg->ref, 0);
+        return;
+    }
+    uint32_t count = 0;
+    for (s_worker_t *worker = (s_worker_t *) zhashx_first (self->worker_table); worker;
+         worker = (s_worker_t *) zhashx_next (self->worker_table)) {
+        if (!streq (worker->name, msg->name))
+            continue;
+        s_worker_set_state (self, worker, WORKER_DRAINING);
+        proto_msg_reset (self->out, PROTO_DRAIN);
+        proto_msg_set_str (self->out->reason, "drain asked by a client");
+        if (s_send (self, self->workers, worker->identity, NULL) == 0)
+            count++;
+    }
+    if (count == 0) {
+        char why [PROTO_MAX_STR];
+        snprintf (why, sizeof (why), "no worker named '%s'", msg->name);
+        s_send_error (self, self->clients, msg->routing_id, PROTO_ERR_NOT_FOUND, why, msg->ref, 0);
+        return;
+    }
+    proto_msg_reset (self->out, PROTO_DONE);
+    self->out->ref = msg->ref;
+    self->out->count = count;
+    if (s_send (self, self->clients, msg->routing_id, NULL))
+        self->stats.undeliverable++;
 }
 
 //  DISCONNECT from a client: its waiting jobs are dropped (running ones
-//  finish; their results find nobody and are counted undeliverable).
+//  finish and their results are kept for a while).
 static void
-s_client_disconnect (s_broker_t *self, zframe_t *client)
+s_client_disconnect (s_broker_t *self, zframe_t *identity)
 {
+    s_client_t *client = (s_client_t *) zhashx_lookup (self->clients_by_id, identity);
+    if (!client)
+        return;
     size_t dropped = 0;
     for (s_backend_t *backend = (s_backend_t *) zhashx_first (self->backends); backend;
          backend = (s_backend_t *) zhashx_next (self->backends)) {
         s_job_t *job = backend->queue.head;
         while (job) {
             s_job_t *next = job->next;
-            if (zframe_eq (job->client, client)) {
+            if (job->client == client) {
                 s_list_remove (&backend->queue, job);
                 self->queued--;
+                if (self->store && broker_store_delete (self->store, job->id))
+                    self->stats.store_errors++;
+                client->jobs++;             //  hold it over the job's release
                 s_job_destroy (self, &job);
+                client->jobs--;
                 dropped++;
             }
             job = next;
         }
     }
     self->stats.cancelled += dropped;
+    s_client_unbind (self, client);
+    s_client_release (self, client);
     log_info ("broker", "client disconnected; %zu queued job(s) dropped", dropped);
 }
 
@@ -591,6 +1146,10 @@ s_handle_client (s_broker_t *self, int64_t now)
     int rc = proto_msg_recv (msg, self->clients);
     if (rc == -1)
         return;
+    if (self->auth && !msg->user_id [0]) {
+        self->stats.unauthorized++;
+        return;
+    }
     if (rc == -2) {
         self->stats.malformed++;
         log_info ("broker", "malformed message from a client: %s", msg->reason);
@@ -599,11 +1158,23 @@ s_handle_client (s_broker_t *self, int64_t now)
     }
     switch (msg->cmd) {
         case PROTO_SUBMIT:
-            s_client_submit (self, msg, now);
+            s_client_submit (self, msg);
             break;
-        case PROTO_HEARTBEAT:
+        case PROTO_HEARTBEAT: {
+            char *key = s_client_key (msg);
+            s_client_t *client = key? s_client_named (self, key, false): NULL;
+            free (key);
+            if (client)
+                s_client_bind (self, client, msg->routing_id);
             proto_msg_reset (self->out, PROTO_HEARTBEAT);
             s_send (self, self->clients, msg->routing_id, NULL);
+            break;
+        }
+        case PROTO_FETCH:
+            s_client_fetch (self, msg);
+            break;
+        case PROTO_DRAIN:
+            s_client_drain (self, msg);
             break;
         case PROTO_DISCONNECT:
             s_client_disconnect (self, msg->routing_id);
@@ -622,10 +1193,88 @@ s_handle_client (s_broker_t *self, int64_t now)
 }
 
 //  --------------------------------------------------------------------------
-//  Heartbeats and expiry
+//  Batches, retention, heartbeats
+
+//  Drop kept results past the count or the age limit, oldest first.
+static void
+s_retire (s_broker_t *self)
+{
+    if (!self->finished.head)
+        return;
+    int64_t oldest = s_wall_us () - (int64_t) self->cfg.keep_s * 1000000;
+    while (self->finished.head
+    &&    (self->finished.size > self->cfg.keep_results || self->finished.head->finished_us < oldest)) {
+        s_job_t *job = self->finished.head;
+        s_list_remove (&self->finished, job);
+        if (self->store && broker_store_delete (self->store, job->id))
+            self->stats.store_errors++;
+        s_job_destroy (self, &job);
+    }
+}
+
+//  End of a batch: commit what it stored, then send what waited for that,
+//  then lease what can be leased.
+static void
+s_end_batch (s_broker_t *self)
+{
+    s_retire (self);
+    bool committed = true;
+    if (self->store && broker_store_pending (self->store) && broker_store_commit (self->store)) {
+        self->stats.store_errors++;
+        committed = false;
+    }
+    for (size_t i = 0; i < self->ndeferred; i++) {
+        s_deferred_t *entry = &self->deferred [i];
+        if (entry->identity) {
+            s_send_error (self, self->clients, entry->identity, entry->code, entry->reason,
+                          entry->ref, 0);
+            zframe_destroy (&entry->identity);
+            free (entry->reason);
+            continue;
+        }
+        s_job_t *job = (s_job_t *) zhashx_lookup (self->jobs, &entry->job);
+        if (!job)
+            continue;           //  cancelled in the meantime
+        if (job->fresh && !committed) {
+            //  Not on disk: it was never accepted. The client may resubmit.
+            s_send_error (self, self->clients, job->client->identity, PROTO_ERR_INTERNAL,
+                          "cannot store the job", job->ref, 0);
+            self->stats.rejected++;
+            s_list_remove (&job->backend->queue, job);
+            self->queued--;
+            s_job_destroy (self, &job);
+            continue;
+        }
+        if (entry->new_job)
+            self->stats.submitted++;
+        job->fresh = false;
+        zframe_t *identity = job->client->identity;
+        if (!identity)
+            continue;
+        proto_msg_reset (self->out, PROTO_ACCEPTED);
+        self->out->ref = job->ref;
+        self->out->job = job->id;
+        if (s_send (self, self->clients, identity, NULL)) {
+            self->stats.undeliverable++;
+            if (errno == EHOSTUNREACH)
+                s_client_unbind (self, job->client);
+            continue;
+        }
+        if (entry->resend && job->state == JOB_DONE)
+            s_resend_result (self, job, NULL);
+    }
+    self->ndeferred = 0;
+    if (self->dispatch_due)
+        s_dispatch_all (self);
+    //  Dispatch does not write the store, but a failed send may requeue
+    //  (attempt counts): commit those too.
+    if (self->store && broker_store_pending (self->store) && broker_store_commit (self->store))
+        self->stats.store_errors++;
+}
 
 //  Every heartbeat interval: a HEARTBEAT to each worker, then drop the ones
-//  silent too long (or found unreachable) and re-offer their jobs.
+//  silent too long (or found unreachable); their jobs are re-offered at the
+//  batch end.
 static void
 s_heartbeat (s_broker_t *self, int64_t now)
 {
@@ -635,7 +1284,6 @@ s_heartbeat (s_broker_t *self, int64_t now)
         if (s_send (self, self->workers, worker->identity, NULL) && errno == EHOSTUNREACH)
             worker->expires_us = 0;
 
-    bool dropped = false;
     bool again = true;
     while (again) {
         //  Restart the walk after each drop: it changes the table.
@@ -643,15 +1291,12 @@ s_heartbeat (s_broker_t *self, int64_t now)
         for (s_worker_t *worker = (s_worker_t *) zhashx_first (self->worker_table); worker;
              worker = (s_worker_t *) zhashx_next (self->worker_table))
             if (now >= worker->expires_us) {
-                s_worker_drop (self, worker, worker->expires_us? "silent too long": "unreachable");
-                dropped = again = true;
+                s_worker_drop (self, worker, worker->expires_us? "silent too long": "unreachable",
+                               true, NULL);
+                again = true;
                 break;
             }
     }
-    if (dropped)
-        for (s_backend_t *backend = (s_backend_t *) zhashx_first (self->backends); backend;
-             backend = (s_backend_t *) zhashx_next (self->backends))
-            s_dispatch (self, backend);
 }
 
 //  --------------------------------------------------------------------------
@@ -661,14 +1306,25 @@ static char *
 s_stats_json (s_broker_t *self)
 {
     s_stats_t *st = &self->stats;
+    size_t draining = 0, quarantined = 0;
+    for (s_worker_t *worker = (s_worker_t *) zhashx_first (self->worker_table); worker;
+         worker = (s_worker_t *) zhashx_next (self->worker_table)) {
+        draining += worker->state == WORKER_DRAINING;
+        quarantined += worker->state == WORKER_QUARANTINED;
+    }
     return zsys_sprintf (
-        "{\"submitted\":%" PRIu64 ",\"rejected\":%" PRIu64 ",\"dispatched\":%" PRIu64
-        ",\"completed\":%" PRIu64 ",\"requeued\":%" PRIu64 ",\"dropped_results\":%" PRIu64
-        ",\"undeliverable\":%" PRIu64 ",\"cancelled\":%" PRIu64 ",\"malformed\":%" PRIu64
-        ",\"workers_lost\":%" PRIu64 ",\"workers\":%zu,\"queued\":%zu,\"inflight\":%zu}",
-        st->submitted, st->rejected, st->dispatched, st->completed, st->requeued,
-        st->dropped_results, st->undeliverable, st->cancelled, st->malformed,
-        st->workers_lost, zhashx_size (self->worker_table), self->queued, self->inflight);
+        "{\"submitted\":%" PRIu64 ",\"resubmitted\":%" PRIu64 ",\"rejected\":%" PRIu64
+        ",\"dispatched\":%" PRIu64 ",\"completed\":%" PRIu64 ",\"failed\":%" PRIu64
+        ",\"requeued\":%" PRIu64 ",\"dropped_results\":%" PRIu64 ",\"undeliverable\":%" PRIu64
+        ",\"resent\":%" PRIu64 ",\"cancelled\":%" PRIu64 ",\"malformed\":%" PRIu64
+        ",\"unauthorized\":%" PRIu64 ",\"workers_lost\":%" PRIu64 ",\"workers_left\":%" PRIu64
+        ",\"store_errors\":%" PRIu64 ",\"workers\":%zu,\"draining\":%zu,\"quarantined\":%zu"
+        ",\"queued\":%zu,\"inflight\":%zu,\"results\":%zu,\"clients\":%zu}",
+        st->submitted, st->resubmitted, st->rejected, st->dispatched, st->completed, st->failed,
+        st->requeued, st->dropped_results, st->undeliverable, st->resent, st->cancelled,
+        st->malformed, st->unauthorized, st->workers_lost, st->workers_left, st->store_errors,
+        zhashx_size (self->worker_table), draining, quarantined, self->queued, self->inflight,
+        self->finished.size, zhashx_size (self->clients_by_key));
 }
 
 static void
@@ -689,12 +1345,109 @@ s_handle_pipe (s_broker_t *self)
     else
     if (streq (command, "STATS")) {
         char *json = s_stats_json (self);
+        if (json && self->auth) {
+            //  The handshakes the ZAP handler let in and refused.
+            zstr_send (self->auth, "STATS");
+            char *auth = zstr_recv (self->auth);
+            if (auth && auth [0] == '{') {
+                json [strlen (json) - 1] = 0;
+                char *both = zsys_sprintf ("%s,\"auth\":%s}", json, auth);
+                zstr_free (&json);
+                json = both;
+            }
+            zstr_free (&auth);
+        }
         zstr_send (self->pipe, json? json: "{}");
         zstr_free (&json);
     }
     else
         log_warn ("broker", "unknown pipe command '%s'", command);
     zstr_free (&command);
+}
+
+//  --------------------------------------------------------------------------
+//  Restart from the store
+
+static int
+s_load_row (const broker_store_row_t *row, void *arg)
+{
+    s_broker_t *self = (s_broker_t *) arg;
+    s_client_t *client = row->client [0]? s_client_named (self, row->client, true): self->orphans;
+    s_backend_t *backend = row->done? NULL: s_backend_require (self, row->backend);
+    s_job_t *job = (s_job_t *) calloc (1, sizeof (s_job_t));
+    if (!client || (!row->done && !backend) || !job) {
+        free (job);
+        return -1;
+    }
+    job->id = row->id;
+    job->ref = row->ref;
+    job->attempt = row->attempts;
+    job->lost = row->lost;
+    job->client = client;
+    job->tag = row->tag [0]? strdup (row->tag): NULL;
+    job->accepted_us = row->accepted_us;
+    job->backend = backend;
+    client->jobs++;
+    zhashx_insert (self->jobs, &job->id, job);
+    if (client->refs) {
+        zhashx_delete (client->refs, &job->ref);
+        zhashx_insert (client->refs, &job->ref, job);
+    }
+    if (row->done) {
+        job->state = JOB_DONE;
+        job->finished_us = row->finished_us;
+        job->queue_s = row->queue_s;
+        job->graded_by = strdup (row->worker);
+        s_list_push_back (&self->finished, job);
+    }
+    else {
+        job->state = JOB_QUEUED;
+        job->body = zframe_new (row->body, row->body_size);
+        client->unfinished++;
+        s_list_push_back (&backend->queue, job);
+        self->queued++;
+    }
+    if (job->id >= self->next_job)
+        self->next_job = job->id + 1;
+    return 0;
+}
+
+static int
+s_finished_order (const void *a, const void *b)
+{
+    const s_job_t *x = *(s_job_t * const *) a, *y = *(s_job_t * const *) b;
+    if (x->finished_us != y->finished_us)
+        return x->finished_us < y->finished_us? -1: 1;
+    return x->id < y->id? -1: x->id > y->id? 1: 0;
+}
+
+//  Everything the store holds back in memory; finished results in the
+//  order they finished, so retention retires the oldest first.
+static int
+s_load (s_broker_t *self, char *err, size_t errlen)
+{
+    int64_t keep_after = s_wall_us () - (int64_t) self->cfg.keep_s * 1000000;
+    if (broker_store_load (self->store, keep_after, self->cfg.keep_results, s_load_row, self)) {
+        snprintf (err, errlen, "cannot load the jobs from %s", self->cfg.db_path);
+        return -1;
+    }
+    size_t n = self->finished.size;
+    if (n > 1) {
+        s_job_t **order = (s_job_t **) malloc (n * sizeof (s_job_t *));
+        if (order) {
+            size_t i = 0;
+            for (s_job_t *job = self->finished.head; job; job = job->next)
+                order [i++] = job;
+            qsort (order, n, sizeof (s_job_t *), s_finished_order);
+            memset (&self->finished, 0, sizeof (self->finished));
+            for (i = 0; i < n; i++)
+                s_list_push_back (&self->finished, order [i]);
+            free (order);
+        }
+    }
+    log_info ("broker", "store %s: %zu unfinished job(s) queued again, %zu result(s) kept",
+              self->cfg.db_path, self->queued, self->finished.size);
+    return 0;
 }
 
 //  --------------------------------------------------------------------------
@@ -706,26 +1459,58 @@ s_broker_destroy (s_broker_t **self_p)
     s_broker_t *self = *self_p;
     if (!self)
         return;
-    if (self->jobs) {
-        //  Jobs are reached through the table; collect ids first.
-        s_job_t *job;
-        while ((job = (s_job_t *) zhashx_first (self->jobs)))
-            s_job_destroy (self, &job);
-    }
+    //  Sockets first: nothing more comes in while the rest goes.
+    zpoller_destroy (&self->poller);
+    zsock_destroy (&self->clients);
+    zsock_destroy (&self->workers);
+    zactor_destroy (&self->auth);
+    broker_store_destroy (&self->store);
+    //  Every job is in one list: a queue, a worker's leases, or the
+    //  finished list (a walk of the job table would rescan it per delete).
     if (self->worker_table) {
         s_worker_t *worker;
         while ((worker = (s_worker_t *) zhashx_first (self->worker_table))) {
+            while (worker->jobs.head) {
+                s_job_t *job = worker->jobs.head;
+                s_list_remove (&worker->jobs, job);
+                s_job_destroy (self, &job);
+            }
             zhashx_delete (self->worker_table, worker->identity);
             zframe_destroy (&worker->identity);
             free (worker);
         }
     }
+    if (self->backends)
+        for (s_backend_t *backend = (s_backend_t *) zhashx_first (self->backends); backend;
+             backend = (s_backend_t *) zhashx_next (self->backends))
+            while (backend->queue.head) {
+                s_job_t *job = backend->queue.head;
+                s_list_remove (&backend->queue, job);
+                s_job_destroy (self, &job);
+            }
+    while (self->finished.head) {
+        s_job_t *job = self->finished.head;
+        s_list_remove (&self->finished, job);
+        s_job_destroy (self, &job);
+    }
+    if (self->clients_by_key) {
+        //  Clients with no job were freed with their last job; none is left.
+        s_client_t *client;
+        while ((client = (s_client_t *) zhashx_first (self->clients_by_key))) {
+            client->jobs = 0;
+            s_client_release (self, client);
+        }
+    }
+    if (self->orphans) {
+        zframe_destroy (&self->orphans->identity);
+        free (self->orphans);
+    }
     zhashx_destroy (&self->jobs);
     zhashx_destroy (&self->worker_table);
     zhashx_destroy (&self->backends);
-    zpoller_destroy (&self->poller);
-    zsock_destroy (&self->clients);
-    zsock_destroy (&self->workers);
+    zhashx_destroy (&self->clients_by_key);
+    zhashx_destroy (&self->clients_by_id);
+    free (self->deferred);
     proto_msg_destroy (&self->in);
     proto_msg_destroy (&self->out);
     zstr_free (&self->clients_endpoint);
@@ -734,9 +1519,11 @@ s_broker_destroy (s_broker_t **self_p)
     *self_p = NULL;
 }
 
-//  Bind a ROUTER; NULL with a reason.
+//  Bind a ROUTER (a CURVE server in the given ZAP domain when a secret is
+//  given); NULL with a reason.
 static zsock_t *
-s_bind (const char *endpoint, const char *what, char **bound, char *err, size_t errlen)
+s_bind (const char *endpoint, const char *what, const char *curve_secret, const char *domain,
+        char **bound, char *err, size_t errlen)
 {
     zsock_t *sock = zsock_new (ZMQ_ROUTER);
     if (!sock) {
@@ -744,6 +1531,10 @@ s_bind (const char *endpoint, const char *what, char **bound, char *err, size_t 
         return NULL;
     }
     proto_sock_configure (sock, true);
+    if (curve_secret && proto_curve_server (sock, curve_secret, domain, err, errlen)) {
+        zsock_destroy (&sock);
+        return NULL;
+    }
     if (!endpoint || zsock_bind (sock, "%s", endpoint) == -1) {
         snprintf (err, errlen, "cannot bind %s endpoint %s: %s", what, endpoint? endpoint: "(none)",
                   zmq_strerror (zmq_errno ()));
@@ -771,35 +1562,58 @@ s_broker_new (zsock_t *pipe, const broker_config_t *cfg, char *err, size_t errle
         self->cfg.heartbeat_ms = 1000;
     if (self->cfg.liveness == 0)
         self->cfg.liveness = 3;
-    self->next_job = 1;
+    if (self->cfg.max_attempts == 0)
+        self->cfg.max_attempts = 3;
+    //  Ids grow across restarts even without a store: a client that kept
+    //  the ids of a broker that died never sees one again for another job.
+    self->next_job = (uint64_t) s_wall_us ();
     self->in = proto_msg_new (0);
     self->out = proto_msg_new (0);
-    self->jobs = zhashx_new ();
-    self->worker_table = zhashx_new ();
+    self->jobs = s_table_new (s_u64_hash, s_u64_compare);
+    self->worker_table = s_table_new (s_frame_hash, s_frame_compare);
     self->backends = zhashx_new ();
-    if (!self->in || !self->out || !self->jobs || !self->worker_table || !self->backends) {
+    self->clients_by_key = s_table_new (NULL, NULL);
+    self->clients_by_id = s_table_new (s_frame_hash, s_frame_compare);
+    self->orphans = s_client_new (NULL);
+    if (!self->in || !self->out || !self->jobs || !self->worker_table || !self->backends
+    ||  !self->clients_by_key || !self->clients_by_id || !self->orphans) {
         snprintf (err, errlen, "out of memory");
         s_broker_destroy (&self);
         return NULL;
     }
-    zhashx_set_key_hasher (self->jobs, s_job_hash);
-    zhashx_set_key_comparator (self->jobs, s_job_compare);
-    zhashx_set_key_duplicator (self->jobs, NULL);
-    zhashx_set_key_destructor (self->jobs, NULL);
-    zhashx_set_destructor (self->jobs, NULL);
-    zhashx_set_key_hasher (self->worker_table, s_frame_hash);
-    zhashx_set_key_comparator (self->worker_table, s_frame_compare);
-    zhashx_set_key_duplicator (self->worker_table, NULL);
-    zhashx_set_key_destructor (self->worker_table, NULL);
-    zhashx_set_destructor (self->worker_table, NULL);
     zhashx_set_destructor (self->backends, s_backend_free);
 
-    self->clients = s_bind (self->cfg.clients_endpoint, "clients", &self->clients_endpoint, err, errlen);
+    if (self->cfg.db_path) {
+        self->store = broker_store_new (self->cfg.db_path, self->cfg.db_full_sync, err, errlen);
+        if (!self->store || s_load (self, err, errlen)) {
+            s_broker_destroy (&self);
+            return NULL;
+        }
+        self->cfg.db_path = NULL;       //  the caller's string
+    }
+    if (self->cfg.curve_secret) {
+        //  The ZAP handler runs before anything binds, and for the broker's
+        //  whole life: ZeroMQ lets CURVE peers in when none answers.
+        broker_auth_config_t acfg = { self->cfg.trainer_keys, self->cfg.worker_keys };
+        self->auth = zactor_new (broker_auth_actor, &acfg);
+        char *reason = self->auth? zstr_recv (self->auth): NULL;
+        if (!reason || reason [0]) {
+            snprintf (err, errlen, "%s", reason? reason: "cannot start the ZAP handler");
+            zstr_free (&reason);
+            s_broker_destroy (&self);
+            return NULL;
+        }
+        zstr_free (&reason);
+    }
+    const char *secret = self->cfg.curve_secret;
+    self->clients = s_bind (self->cfg.clients_endpoint, "clients", secret, BROKER_AUTH_CLIENTS,
+                            &self->clients_endpoint, err, errlen);
     if (!self->clients) {
         s_broker_destroy (&self);
         return NULL;
     }
-    self->workers = s_bind (self->cfg.workers_endpoint, "workers", &self->workers_endpoint, err, errlen);
+    self->workers = s_bind (self->cfg.workers_endpoint, "workers", secret, BROKER_AUTH_WORKERS,
+                            &self->workers_endpoint, err, errlen);
     if (!self->workers) {
         s_broker_destroy (&self);
         return NULL;
@@ -807,12 +1621,14 @@ s_broker_new (zsock_t *pipe, const broker_config_t *cfg, char *err, size_t errle
     //  The config's strings belong to the caller, who may free them once started.
     self->cfg.clients_endpoint = self->clients_endpoint;
     self->cfg.workers_endpoint = self->workers_endpoint;
+    self->cfg.curve_secret = self->cfg.trainer_keys = self->cfg.worker_keys = NULL;
     self->poller = zpoller_new (pipe, self->clients, self->workers, NULL);
     if (!self->poller) {
         snprintf (err, errlen, "cannot create the poller");
         s_broker_destroy (&self);
         return NULL;
     }
+    self->dispatch_due = true;
     return self;
 }
 
@@ -863,6 +1679,9 @@ broker_config_default (broker_config_t *cfg)
     cfg->heartbeat_ms = 1000;
     cfg->liveness = 3;
     cfg->max_queue = 100000;
+    cfg->max_attempts = 3;
+    cfg->keep_results = 100000;
+    cfg->keep_s = 3600;
 }
 
 void
@@ -876,11 +1695,13 @@ broker_server_actor (zsock_t *pipe, void *args)
         s_failed_actor (pipe, err);
         return;
     }
-    log_debug ("broker", "clients on %s, workers on %s", self->clients_endpoint, self->workers_endpoint);
+    log_debug ("broker", "clients on %s, workers on %s%s", self->clients_endpoint,
+               self->workers_endpoint, self->auth? " (CURVE)": "");
     zsock_signal (pipe, 0);
 
     int64_t interval_us = (int64_t) self->cfg.heartbeat_ms * 1000;
     self->next_heartbeat_us = s_now_us () + interval_us;
+    s_end_batch (self);         //  jobs loaded from the store wait for workers
     while (!self->terminated) {
         int64_t now = s_now_us ();
         int timeout_ms = 0;
@@ -893,18 +1714,22 @@ broker_server_actor (zsock_t *pipe, void *args)
             s_handle_pipe (self);
         //  Serve both sockets until neither has more, whoever woke us, but
         //  never past the heartbeat time: a busy broker still heartbeats.
+        //  Each turn is a batch: one commit, then ACCEPTEDs, then dispatch.
         bool more = true;
         while (more && !self->terminated && s_now_us () < self->next_heartbeat_us) {
             more = s_drain (self, self->workers, s_handle_worker);
             more = s_drain (self, self->clients, s_handle_client) || more;
+            s_end_batch (self);
             if (zsock_events (pipe) & ZMQ_POLLIN)
                 s_handle_pipe (self);
         }
         now = s_now_us ();
         if (now >= self->next_heartbeat_us) {
             s_heartbeat (self, now);
+            s_end_batch (self);
             self->next_heartbeat_us = now + interval_us;
         }
     }
+    s_end_batch (self);
     s_broker_destroy (&self);
 }

@@ -1,34 +1,48 @@
 /*  broker_server - the broker: routes jobs from clients to capable workers.
 
-    Two ROUTER sockets (clients, workers). Workers announce backend, device
-    and capacity (READY); each SUBMIT is acknowledged (ACCEPTED with the job
-    id), queued per backend (bounded), dispatched to a worker of that backend
-    with free capacity, and its RESULT streamed back to the submitting
-    client as soon as it arrives. Bodies are never decoded here.
+    Two ROUTER sockets (clients, workers). Workers announce backend, device,
+    capacity and state (READY); each SUBMIT is stored (with a database, in
+    one transaction per poll wakeup) and then acknowledged (ACCEPTED with
+    the job id), queued per backend (bounded, and per client when asked),
+    leased to a worker of that backend with free capacity, and its RESULT
+    streamed back to the submitting client as soon as it arrives. A lost
+    worker's leases go back to the queue; a job that loses max_attempts
+    workers fails as internal_error. Finished results are kept (time and
+    count bounded) so a reconnecting client gets them again (FETCH, or a
+    resubmit of the same (client, ref)). Bodies are never decoded here.
 
     Runs as a CZMQ actor: zactor_new (broker_server_actor, &config); the
     config (and its strings) need only live until zactor_new returns.
     Pipe commands: "ENDPOINTS" -> replies two strings (client endpoint,
     worker endpoint, with the real ports when bound to an ephemeral port);
-    when the start failed (e.g. cannot bind) the first is "" and the second
-    the reason. "STATS" -> one string, a JSON object of counters:
-    submitted, rejected, dispatched, completed, requeued, dropped_results,
-    undeliverable, cancelled, malformed, workers_lost, and the gauges
-    workers, queued, inflight. "$TERM" stops it (so does SIGINT/SIGTERM via
-    CZMQ's interrupt handling).
+    when the start failed (cannot bind, cannot open the database, bad keys)
+    the first is "" and the second the reason. "STATS" -> one string, a JSON
+    object of counters and gauges (docs/protocol.md section 11). "$TERM"
+    stops it (so does SIGINT/SIGTERM via CZMQ's interrupt handling).
+    Spec: docs/protocol.md; guarantees: docs/reliability.md.
 */
 #ifndef BROKER_SERVER_H
 #define BROKER_SERVER_H
 
 #include <czmq.h>
 #include <stdint.h>
+#include <stdbool.h>
 
 typedef struct {
     const char *clients_endpoint;   //  e.g. "tcp://*:5555" or "tcp://127.0.0.1:*"
     const char *workers_endpoint;   //  e.g. "tcp://*:5556"
     uint32_t heartbeat_ms;          //  heartbeat interval (default 1000)
-    uint32_t liveness;              //  missed heartbeats before a peer is dropped (default 3)
+    uint32_t liveness;              //  missed heartbeats before a worker is dropped (default 3)
     uint32_t max_queue;             //  queued jobs across all clients (default 100000)
+    uint32_t max_client_jobs;       //  unfinished jobs of one client (default 0: no limit of its own)
+    uint32_t max_attempts;          //  leases lost with their worker before a job fails (default 3)
+    const char *db_path;            //  durable store (SQLite); NULL: memory only
+    bool db_full_sync;              //  fsync every commit (survives power loss)
+    uint32_t keep_results;          //  finished results kept for FETCH and resubmits (default 100000)
+    uint32_t keep_s;                //  ... for at most this many seconds (default 3600)
+    const char *curve_secret;       //  broker's secret certificate: CURVE on both sockets
+    const char *trainer_keys;       //  directory of trainers' public certificates
+    const char *worker_keys;        //  directory of workers' public certificates
 } broker_config_t;
 
 void broker_config_default (broker_config_t *cfg);

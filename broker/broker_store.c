@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #define STORE_SCHEMA_VERSION 1
-#define STORE_BUSY_MS 2000          //  wait for a lock at open before calling it taken
+#define STORE_BUSY_MS 500           //  wait for a lock at open before calling it taken
 
 //  Statements, prepared once.
 typedef enum {
@@ -71,8 +71,12 @@ static int
 s_exec (broker_store_t *self, const char *sql, char *err, size_t errlen)
 {
     char *msg = NULL;
-    if (sqlite3_exec (self->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        snprintf (err, errlen, "%s: %s", self->path, msg? msg: sqlite3_errmsg (self->db));
+    int rc = sqlite3_exec (self->db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
+            snprintf (err, errlen, "%s is in use (another broker?)", self->path);
+        else
+            snprintf (err, errlen, "%s: %s", self->path, msg? msg: sqlite3_errmsg (self->db));
         sqlite3_free (msg);
         return -1;
     }
@@ -113,13 +117,15 @@ broker_store_new (const char *path, bool full_sync, char *err, size_t errlen)
     if (s_exec (self, "PRAGMA locking_mode = EXCLUSIVE", err, errlen)
     ||  s_exec (self, "PRAGMA journal_mode = WAL", err, errlen)
     ||  s_exec (self, full_sync? "PRAGMA synchronous = FULL": "PRAGMA synchronous = NORMAL",
-                err, errlen)) {
+                err, errlen)
+    //  Fewer, larger checkpoints (each one syncs the file): 16 MiB of WAL.
+    ||  s_exec (self, "PRAGMA wal_autocheckpoint = 4096", err, errlen)
+    ||  s_exec (self, "PRAGMA cache_size = -32768", err, errlen)) {
         broker_store_destroy (&self);
         return NULL;
     }
     //  Take the lock now, so a second broker is told at start, not at its first write.
     if (s_exec (self, "BEGIN EXCLUSIVE", err, errlen)) {
-        snprintf (err, errlen, "%s is in use (another broker?): %s", path, sqlite3_errmsg (self->db));
         broker_store_destroy (&self);
         return NULL;
     }
@@ -147,7 +153,6 @@ broker_store_new (const char *path, bool full_sync, char *err, size_t errlen)
             " queue_s REAL,"                    //  done: ACCEPTED to first dispatch
             " worker TEXT,"                     //  done: who graded it
             " result BLOB);"                    //  done: the result
-            "CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (state, finished_us);"
             "PRAGMA user_version = 1;"
             "COMMIT", err, errlen)) {
         broker_store_destroy (&self);

@@ -1,26 +1,69 @@
 /*  client_kgym - the C client library: submit jobs to a broker, read results.
 
     A thin layer over proto_msg on a DEALER: jobs are encoded with proto_mpk
-    on the way out and results decoded with it on the way in; ACCEPTED and
-    ERROR carry only header fields. Spec: docs/protocol.md.
+    on the way out and results decoded with it on the way in; ACCEPTED,
+    ERROR and DONE carry only header fields. Spec: docs/protocol.md.
+
+    What makes it ride out reconnects:
+      - pending: ref -> the job as sent (body, backend, tag), kept until its
+        result comes, so it can be sent again;
+      - a socket monitor: a CONNECTED after a DISCONNECTED (or on a socket
+        made anew after a silence) means replies may have been lost on the
+        old connection, so every pending job is sent again with retry=1;
+      - delivered: the set of job ids whose RESULT was handed out, so a
+        result sent twice (once per connection) comes out once.
 */
 #include "client_kgym.h"
 #include "proto_mpk.h"
+#include "proto_curve.h"
 #include "common_log.h"
 #include <time.h>
 #include <errno.h>
 #include <string.h>
 #include <stdio.h>
 
-#define CLIENT_HEARTBEAT_MS 1000    //  idle time before a HEARTBEAT asks the broker for a sign
+#define CLIENT_BACKOFF_MAX_MS 32000     //  longest wait between new sockets while silent
+
+//  A job sent and not answered yet.
+typedef struct {
+    uint64_t ref;               //  caller's ref (key in pending)
+    uint64_t job;               //  broker's id once ACCEPTED (0 before)
+    char backend [PROTO_MAX_STR];//  header backend
+    char tag [PROTO_MAX_STR];   //  header tag
+    zframe_t *body;             //  the job as sent (owned)
+    bool accepted;              //  ACCEPTED handed out
+    bool refused;               //  refused (429/500): sent again only by retry()
+} s_pending_t;
+
+//  A set of job ids: open addressing, linear probing, 0 = empty slot.
+typedef struct {
+    uint64_t *slots;            //  the table
+    size_t size;                //  slots (a power of two)
+    size_t used;                //  ids in it
+} s_idset_t;
 
 struct _client_kgym_t {
+    client_kgym_config_t cfg;   //  settings (strings owned below)
+    char *endpoint;             //  broker endpoint
+    char *client_id;            //  stable id sent in every header
+    char *curve_secret;         //  own certificate, or NULL
+    char *broker_key;           //  broker's certificate, or NULL
     zsock_t *sock;              //  DEALER to the broker
-    zpoller_t *poller;          //  on sock
+    zsock_t *monitor;           //  PAIR receiving the socket's connect events
+    zpoller_t *poller;          //  on sock and monitor
     proto_msg_t *msg;           //  reused for every send and receive
+    zhashx_t *pending;          //  ref -> s_pending_t (owned)
+    s_idset_t delivered;        //  job ids whose RESULT was handed out
     int64_t last_sent_ms;       //  monotonic time of the last send
     int64_t last_heard_ms;      //  monotonic time of the last message from the broker
+    int64_t next_socket_ms;     //  silent broker: when to make a new socket
+    uint32_t backoff_ms;        //  next wait before a new socket
     bool heard;                 //  the broker has answered at least once
+    bool connected_once;        //  this socket has been connected before
+    bool resync_on_connect;     //  send pending jobs again at the next CONNECTED
+    uint64_t reconnects;        //  resyncs done
+    uint64_t duplicates;        //  replies dropped as seen before
+    unsigned sockets;           //  sockets made (names the monitor endpoint)
 };
 
 static int64_t
@@ -31,32 +74,283 @@ s_now_ms (void)
     return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-client_kgym_t *
-client_kgym_new (const char *endpoint)
+//  --------------------------------------------------------------------------
+//  The delivered set
+
+static size_t
+s_id_slot (uint64_t id, size_t size)
 {
-    if (!endpoint)
-        return NULL;
-    client_kgym_t *self = (client_kgym_t *) calloc (1, sizeof (client_kgym_t));
-    if (!self)
-        return NULL;
+    id ^= id >> 33;
+    id *= 0xff51afd7ed558ccdull;
+    id ^= id >> 33;
+    return (size_t) id & (size - 1);
+}
+
+static bool
+s_idset_has (s_idset_t *set, uint64_t id)
+{
+    if (!set->size)
+        return false;
+    for (size_t i = s_id_slot (id, set->size); set->slots [i]; i = (i + 1) & (set->size - 1))
+        if (set->slots [i] == id)
+            return true;
+    return false;
+}
+
+//  Add id (not 0); 0, or -1 out of memory.
+static int
+s_idset_add (s_idset_t *set, uint64_t id)
+{
+    if ((set->used + 1) * 2 > set->size) {
+        size_t size = set->size? set->size * 2: 4096;
+        uint64_t *slots = (uint64_t *) calloc (size, sizeof (uint64_t));
+        if (!slots)
+            return -1;
+        for (size_t i = 0; i < set->size; i++)
+            if (set->slots [i]) {
+                size_t j = s_id_slot (set->slots [i], size);
+                while (slots [j])
+                    j = (j + 1) & (size - 1);
+                slots [j] = set->slots [i];
+            }
+        free (set->slots);
+        set->slots = slots;
+        set->size = size;
+    }
+    size_t i = s_id_slot (id, set->size);
+    while (set->slots [i] && set->slots [i] != id)
+        i = (i + 1) & (set->size - 1);
+    if (!set->slots [i]) {
+        set->slots [i] = id;
+        set->used++;
+    }
+    return 0;
+}
+
+//  --------------------------------------------------------------------------
+//  Pending jobs
+
+static size_t
+s_ref_hash (const void *key)
+{
+    uint64_t x = *(const uint64_t *) key;
+    return (size_t) (x ^ (x >> 29) ^ (x >> 47));
+}
+
+static int
+s_ref_compare (const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+    return x < y? -1: x > y? 1: 0;
+}
+
+static void
+s_pending_free (void **item)
+{
+    s_pending_t *entry = (s_pending_t *) *item;
+    if (entry) {
+        zframe_destroy (&entry->body);
+        free (entry);
+        *item = NULL;
+    }
+}
+
+static s_pending_t *
+s_pending (client_kgym_t *self, uint64_t ref)
+{
+    return (s_pending_t *) zhashx_lookup (self->pending, &ref);
+}
+
+//  Send one job (its body lent); retry: a resend of a job sent before.
+static int
+s_send_job (client_kgym_t *self, s_pending_t *entry, bool retry)
+{
+    proto_msg_reset (self->msg, PROTO_SUBMIT);
+    self->msg->ref = entry->ref;
+    self->msg->retry = retry? 1: 0;
+    memcpy (self->msg->backend, entry->backend, sizeof (self->msg->backend));
+    memcpy (self->msg->tag, entry->tag, sizeof (self->msg->tag));
+    proto_msg_set_str (self->msg->client, self->client_id);
+    self->msg->body = entry->body;
+    int rc = proto_msg_send (self->msg, self->sock);
+    self->msg->body = NULL;
+    self->last_sent_ms = s_now_ms ();
+    return rc;
+}
+
+//  The connection was made again: whatever was in flight on the old one
+//  may be lost, so every job without a result goes again (the broker knows
+//  a resend by (client, ref) and does not run it twice).
+static void
+s_resync (client_kgym_t *self)
+{
+    self->reconnects++;
+    size_t sent = 0;
+    for (s_pending_t *entry = (s_pending_t *) zhashx_first (self->pending); entry;
+         entry = (s_pending_t *) zhashx_next (self->pending))
+        if (!entry->refused && s_send_job (self, entry, true) == 0)
+            sent++;
+    log_info ("client", "connected to the broker again: %zu unanswered job(s) sent again", sent);
+}
+
+//  --------------------------------------------------------------------------
+//  The socket
+
+static void
+s_socket_close (client_kgym_t *self)
+{
+    if (self->poller)
+        zpoller_destroy (&self->poller);
+    if (self->sock)
+        zmq_socket_monitor (zsock_resolve (self->sock), NULL, 0);
+    zsock_destroy (&self->monitor);
+    zsock_destroy (&self->sock);
+}
+
+//  A new DEALER (and its monitor) connected to the broker. 0 or -1 with a reason.
+static int
+s_socket_open (client_kgym_t *self, char *err, size_t errlen)
+{
+    s_socket_close (self);
     self->sock = zsock_new (ZMQ_DEALER);
-    self->msg = proto_msg_new (PROTO_HEARTBEAT);
-    if (!self->sock || !self->msg) {
-        client_kgym_destroy (&self);
-        return NULL;
+    self->monitor = zsock_new (ZMQ_PAIR);
+    if (!self->sock || !self->monitor) {
+        snprintf (err, errlen, "cannot create a socket");
+        return -1;
     }
     proto_sock_configure (self->sock, false);
-    if (zsock_connect (self->sock, "%s", endpoint) == -1) {
-        log_debug ("client", "cannot connect to %s: %s", endpoint, zmq_strerror (zmq_errno ()));
+    //  Never block: a broker away for hours would fill the queue with
+    //  heartbeats and stall the caller; a send that cannot queue fails.
+    zsock_set_sndtimeo (self->sock, 0);
+    if (self->curve_secret
+    &&  proto_curve_client (self->sock, self->curve_secret, self->broker_key, err, errlen))
+        return -1;
+    char endpoint [96];
+    snprintf (endpoint, sizeof (endpoint), "inproc://kgym-client-monitor-%p-%u", (void *) self,
+              self->sockets++);
+    if (zmq_socket_monitor (zsock_resolve (self->sock), endpoint,
+                            ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) == -1
+    ||  zsock_connect (self->monitor, "%s", endpoint) == -1) {
+        snprintf (err, errlen, "cannot monitor the socket: %s", zmq_strerror (zmq_errno ()));
+        return -1;
+    }
+    if (zsock_connect (self->sock, "%s", self->endpoint) == -1) {
+        snprintf (err, errlen, "cannot connect to %s: %s", self->endpoint, zmq_strerror (zmq_errno ()));
+        return -1;
+    }
+    self->poller = zpoller_new (self->sock, self->monitor, NULL);
+    if (!self->poller) {
+        snprintf (err, errlen, "cannot create a poller");
+        return -1;
+    }
+    self->connected_once = false;
+    return 0;
+}
+
+//  A connect event from the monitor.
+static void
+s_handle_monitor (client_kgym_t *self)
+{
+    zmsg_t *event = zmsg_recv (self->monitor);
+    zframe_t *frame = event? zmsg_first (event): NULL;
+    if (frame && zframe_size (frame) >= 2) {
+        uint16_t id;
+        memcpy (&id, zframe_data (frame), sizeof (id));
+        if (id == ZMQ_EVENT_CONNECTED) {
+            if (self->connected_once || self->resync_on_connect)
+                s_resync (self);
+            self->connected_once = true;
+            self->resync_on_connect = false;
+        }
+        else
+        if (id == ZMQ_EVENT_DISCONNECTED)
+            log_info ("client", "lost the connection to the broker at %s", self->endpoint);
+    }
+    zmsg_destroy (&event);
+}
+
+//  --------------------------------------------------------------------------
+//  Life cycle
+
+void
+client_kgym_config_default (client_kgym_config_t *cfg)
+{
+    memset (cfg, 0, sizeof (*cfg));
+    cfg->heartbeat_ms = 1000;
+    cfg->liveness = 3;
+}
+
+client_kgym_t *
+client_kgym_new_config (const client_kgym_config_t *cfg, char *err, size_t errlen)
+{
+    if (!cfg || !cfg->endpoint) {
+        snprintf (err, errlen, "no broker endpoint");
+        return NULL;
+    }
+    if (!cfg->curve_secret != !cfg->broker_key) {
+        snprintf (err, errlen, "CURVE needs both the client's secret certificate and the broker's key");
+        return NULL;
+    }
+    if (cfg->client_id && (!*cfg->client_id || strlen (cfg->client_id) >= PROTO_MAX_STR)) {
+        snprintf (err, errlen, "client id empty or longer than %d bytes", PROTO_MAX_STR - 1);
+        return NULL;
+    }
+    client_kgym_t *self = (client_kgym_t *) calloc (1, sizeof (client_kgym_t));
+    if (!self) {
+        snprintf (err, errlen, "out of memory");
+        return NULL;
+    }
+    self->cfg = *cfg;
+    if (!self->cfg.heartbeat_ms)
+        self->cfg.heartbeat_ms = 1000;
+    if (!self->cfg.liveness)
+        self->cfg.liveness = 3;
+    self->endpoint = strdup (cfg->endpoint);
+    if (cfg->client_id)
+        self->client_id = strdup (cfg->client_id);
+    else {
+        zuuid_t *uuid = zuuid_new ();
+        self->client_id = uuid? strdup (zuuid_str_canonical (uuid)): NULL;
+        zuuid_destroy (&uuid);
+    }
+    if (cfg->curve_secret) {
+        self->curve_secret = strdup (cfg->curve_secret);
+        self->broker_key = strdup (cfg->broker_key);
+    }
+    self->cfg.endpoint = self->cfg.client_id = self->cfg.curve_secret = self->cfg.broker_key = NULL;
+    self->msg = proto_msg_new (PROTO_HEARTBEAT);
+    self->pending = zhashx_new ();
+    if (!self->endpoint || !self->client_id || !self->msg || !self->pending
+    ||  (cfg->curve_secret && (!self->curve_secret || !self->broker_key))) {
+        snprintf (err, errlen, "out of memory");
         client_kgym_destroy (&self);
         return NULL;
     }
-    self->poller = zpoller_new (self->sock, NULL);
-    if (!self->poller) {
+    zhashx_set_key_hasher (self->pending, s_ref_hash);
+    zhashx_set_key_comparator (self->pending, s_ref_compare);
+    zhashx_set_key_duplicator (self->pending, NULL);
+    zhashx_set_key_destructor (self->pending, NULL);
+    zhashx_set_destructor (self->pending, s_pending_free);
+    if (s_socket_open (self, err, errlen)) {
         client_kgym_destroy (&self);
         return NULL;
     }
     self->last_sent_ms = self->last_heard_ms = s_now_ms ();
+    self->backoff_ms = self->cfg.heartbeat_ms * self->cfg.liveness;
+    self->next_socket_ms = self->last_heard_ms + self->backoff_ms;
+    return self;
+}
+
+client_kgym_t *
+client_kgym_new (const char *endpoint)
+{
+    client_kgym_config_t cfg;
+    client_kgym_config_default (&cfg);
+    cfg.endpoint = endpoint;
+    char err [256];
+    client_kgym_t *self = client_kgym_new_config (&cfg, err, sizeof (err));
+    if (!self)
+        log_debug ("client", "%s", err);
     return self;
 }
 
@@ -70,12 +364,26 @@ client_kgym_destroy (client_kgym_t **self_p)
         proto_msg_reset (self->msg, PROTO_DISCONNECT);
         proto_msg_send (self->msg, self->sock);
     }
-    zpoller_destroy (&self->poller);
-    zsock_destroy (&self->sock);
+    s_socket_close (self);
     proto_msg_destroy (&self->msg);
+    zhashx_destroy (&self->pending);
+    free (self->delivered.slots);
+    free (self->endpoint);
+    free (self->client_id);
+    free (self->curve_secret);
+    free (self->broker_key);
     free (self);
     *self_p = NULL;
 }
+
+const char *
+client_kgym_id (client_kgym_t *self)
+{
+    return self->client_id;
+}
+
+//  --------------------------------------------------------------------------
+//  Requests
 
 int
 client_kgym_submit_encoded (client_kgym_t *self, uint64_t ref, const char *backend,
@@ -90,23 +398,30 @@ client_kgym_submit_encoded (client_kgym_t *self, uint64_t ref, const char *backe
         snprintf (err, errlen, "job of %zu bytes (encoded) over the limit of %u", size, PROTO_MAX_BODY);
         return -1;
     }
-    proto_msg_reset (self->msg, PROTO_SUBMIT);
-    self->msg->ref = ref;
-    proto_msg_set_str (self->msg->backend, backend);
-    //  The header's tag is for the broker's logs: the job's own tag (in the
-    //  body, up to 256 bytes) is the one echoed, so a cut here loses nothing.
-    proto_msg_set_str (self->msg->tag, tag);
-    zframe_t *frame = zframe_new (body, size);
+    if (s_pending (self, ref)) {
+        snprintf (err, errlen, "ref %llu is still in flight", (unsigned long long) ref);
+        return -1;
+    }
+    s_pending_t *entry = (s_pending_t *) calloc (1, sizeof (s_pending_t));
+    zframe_t *frame = entry? zframe_new (body, size): NULL;
     if (!frame) {
+        free (entry);
         snprintf (err, errlen, "out of memory");
         return -1;
     }
-    proto_msg_set_body (self->msg, &frame);
-    if (proto_msg_send (self->msg, self->sock)) {
+    entry->ref = ref;
+    entry->body = frame;
+    proto_msg_set_str (entry->backend, backend);
+    //  The header's tag is for the broker's logs and FETCH: the job's own
+    //  tag (in the body, up to 256 bytes) is the one echoed, so a cut here
+    //  loses nothing.
+    proto_msg_set_str (entry->tag, tag);
+    zhashx_insert (self->pending, &entry->ref, entry);
+    if (s_send_job (self, entry, false)) {
         snprintf (err, errlen, "cannot send: %s", zmq_strerror (errno));
+        zhashx_delete (self->pending, &ref);
         return -1;
     }
-    self->last_sent_ms = s_now_ms ();
     return 0;
 }
 
@@ -139,6 +454,71 @@ client_kgym_submit (client_kgym_t *self, uint64_t ref, json_t *job, char *err, s
     return rc;
 }
 
+int
+client_kgym_retry (client_kgym_t *self, uint64_t ref, char *err, size_t errlen)
+{
+    s_pending_t *entry = s_pending (self, ref);
+    if (!entry || !entry->refused) {
+        snprintf (err, errlen, "ref %llu is not a refused job", (unsigned long long) ref);
+        return -1;
+    }
+    entry->refused = false;
+    if (s_send_job (self, entry, true)) {
+        entry->refused = true;
+        snprintf (err, errlen, "cannot send: %s", zmq_strerror (errno));
+        return -1;
+    }
+    return 0;
+}
+
+void
+client_kgym_forget (client_kgym_t *self, uint64_t ref)
+{
+    zhashx_delete (self->pending, &ref);
+}
+
+int
+client_kgym_fetch (client_kgym_t *self, uint64_t ref, uint64_t job, const char *tag,
+                   char *err, size_t errlen)
+{
+    if (tag && strlen (tag) >= PROTO_MAX_STR) {
+        snprintf (err, errlen, "tag longer than %d bytes", PROTO_MAX_STR - 1);
+        return -1;
+    }
+    proto_msg_reset (self->msg, PROTO_FETCH);
+    self->msg->ref = ref;
+    self->msg->job = job;
+    proto_msg_set_str (self->msg->tag, tag);
+    proto_msg_set_str (self->msg->client, self->client_id);
+    if (proto_msg_send (self->msg, self->sock)) {
+        snprintf (err, errlen, "cannot send: %s", zmq_strerror (errno));
+        return -1;
+    }
+    self->last_sent_ms = s_now_ms ();
+    return 0;
+}
+
+int
+client_kgym_drain (client_kgym_t *self, uint64_t ref, const char *worker, char *err, size_t errlen)
+{
+    if (!worker || !*worker || strlen (worker) >= PROTO_MAX_STR) {
+        snprintf (err, errlen, "worker name missing or longer than %d bytes", PROTO_MAX_STR - 1);
+        return -1;
+    }
+    proto_msg_reset (self->msg, PROTO_DRAIN);
+    self->msg->ref = ref;
+    proto_msg_set_str (self->msg->name, worker);
+    if (proto_msg_send (self->msg, self->sock)) {
+        snprintf (err, errlen, "cannot send: %s", zmq_strerror (errno));
+        return -1;
+    }
+    self->last_sent_ms = s_now_ms ();
+    return 0;
+}
+
+//  --------------------------------------------------------------------------
+//  Replies
+
 //  Turn a RESULT into an event; its body decodes into the result object.
 static void
 s_result_event (client_kgym_t *self, client_event_t *event)
@@ -167,33 +547,126 @@ s_result_event (client_kgym_t *self, client_event_t *event)
     event->result = result;
 }
 
+//  The message just read as an event; false when it is not one to hand out
+//  (a heartbeat, a duplicate).
+static bool
+s_handle_reply (client_kgym_t *self, client_event_t *event)
+{
+    proto_msg_t *msg = self->msg;
+    switch (msg->cmd) {
+        case PROTO_ACCEPTED: {
+            s_pending_t *entry = s_pending (self, msg->ref);
+            if (!entry || (entry->accepted && entry->job == msg->job)) {
+                self->duplicates++;
+                return false;
+            }
+            bool first = !entry->accepted;
+            entry->accepted = true;
+            entry->refused = false;
+            entry->job = msg->job;      //  a broker that lost it took it as new
+            if (!first)
+                return false;
+            event->type = CLIENT_EVENT_ACCEPTED;
+            event->ref = msg->ref;
+            event->job = msg->job;
+            return true;
+        }
+        case PROTO_RESULT: {
+            if (s_idset_has (&self->delivered, msg->job)) {
+                self->duplicates++;
+                return false;
+            }
+            s_idset_add (&self->delivered, msg->job);
+            s_pending_t *entry = s_pending (self, msg->ref);
+            if (entry && (!entry->job || entry->job == msg->job))
+                zhashx_delete (self->pending, &msg->ref);
+            s_result_event (self, event);
+            return true;
+        }
+        case PROTO_ERROR: {
+            if (msg->ref) {
+                s_pending_t *entry = s_pending (self, msg->ref);
+                if (entry && entry->refused) {
+                    self->duplicates++;
+                    return false;
+                }
+                if (entry && (msg->code == PROTO_ERR_OVERLOADED || msg->code == PROTO_ERR_INTERNAL))
+                    entry->refused = true;      //  kept for retry()
+                else
+                if (entry)
+                    zhashx_delete (self->pending, &msg->ref);
+            }
+            event->type = CLIENT_EVENT_ERROR;
+            event->ref = msg->ref;
+            event->job = msg->job;
+            event->code = msg->code;
+            memcpy (event->reason, msg->reason, sizeof (event->reason));
+            return true;
+        }
+        case PROTO_DONE:
+            event->type = CLIENT_EVENT_DONE;
+            event->ref = msg->ref;
+            event->count = msg->count;
+            event->pending = msg->pending;
+            return true;
+        default:
+            //  HEARTBEAT, or something a broker should not send: a sign of life only.
+            return false;
+    }
+}
+
 int
 client_kgym_recv (client_kgym_t *self, int timeout_ms, client_event_t *event)
 {
     memset (event, 0, sizeof (*event));
     int64_t deadline = s_now_ms () + (timeout_ms > 0? timeout_ms: 0);
+    int64_t heartbeat_ms = self->cfg.heartbeat_ms;
     while (true) {
         int64_t now = s_now_ms ();
-        if (now - self->last_sent_ms >= CLIENT_HEARTBEAT_MS) {
+        if (now - self->last_heard_ms > heartbeat_ms * self->cfg.liveness
+        &&  now >= self->next_socket_ms) {
+            //  Silent for too long: the connection may be dead without
+            //  either side seeing it. A new socket, and a resend on connect.
+            char err [256];
+            log_info ("client", "the broker at %s is silent: connecting anew", self->endpoint);
+            if (s_socket_open (self, err, sizeof (err)))
+                log_warn ("client", "%s", err);
+            self->resync_on_connect = true;
+            self->next_socket_ms = now + self->backoff_ms;
+            self->backoff_ms = self->backoff_ms * 2 > CLIENT_BACKOFF_MAX_MS? CLIENT_BACKOFF_MAX_MS
+                                                                           : self->backoff_ms * 2;
+        }
+        if (self->sock && now - self->last_sent_ms >= heartbeat_ms) {
             proto_msg_reset (self->msg, PROTO_HEARTBEAT);
+            proto_msg_set_str (self->msg->client, self->client_id);
             proto_msg_send (self->msg, self->sock);
             self->last_sent_ms = now;
         }
-        if (!(zsock_events (self->sock) & ZMQ_POLLIN)) {
+        bool ready = self->sock && (zsock_events (self->sock) & ZMQ_POLLIN);
+        if (!ready) {
             int64_t wait = deadline - now;
             if (wait <= 0) {
                 errno = EAGAIN;
                 return -1;
             }
-            //  Wake for the next heartbeat too.
-            int64_t heartbeat = self->last_sent_ms + CLIENT_HEARTBEAT_MS - now;
+            //  Wake for the next heartbeat (and the silence check) too.
+            int64_t heartbeat = self->last_sent_ms + heartbeat_ms - now;
             if (heartbeat < wait)
                 wait = heartbeat > 0? heartbeat: 0;
-            if (!zpoller_wait (self->poller, (int) wait)) {
+            if (!self->poller) {
+                zclock_sleep ((int) wait);      //  no socket (out of memory): try again later
+                continue;
+            }
+            void *which = zpoller_wait (self->poller, (int) wait);
+            if (!which) {
                 if (zpoller_terminated (self->poller)) {
                     errno = EINTR;
                     return -1;
                 }
+                continue;
+            }
+            if (which == self->monitor) {
+                s_handle_monitor (self);
                 continue;
             }
         }
@@ -204,31 +677,33 @@ client_kgym_recv (client_kgym_t *self, int timeout_ms, client_event_t *event)
         }
         self->last_heard_ms = s_now_ms ();
         self->heard = true;
+        self->backoff_ms = heartbeat_ms * self->cfg.liveness;
+        self->next_socket_ms = self->last_heard_ms + self->backoff_ms;
         if (rc == -2) {
             log_warn ("client", "malformed message from the broker: %s", self->msg->reason);
             continue;
         }
-        switch (self->msg->cmd) {
-            case PROTO_ACCEPTED:
-                event->type = CLIENT_EVENT_ACCEPTED;
-                event->ref = self->msg->ref;
-                event->job = self->msg->job;
-                return 0;
-            case PROTO_RESULT:
-                s_result_event (self, event);
-                return 0;
-            case PROTO_ERROR:
-                event->type = CLIENT_EVENT_ERROR;
-                event->ref = self->msg->ref;
-                event->job = self->msg->job;
-                event->code = self->msg->code;
-                memcpy (event->reason, self->msg->reason, sizeof (event->reason));
-                return 0;
-            default:
-                //  HEARTBEAT, or something a broker should not send: a sign of life only.
-                continue;
-        }
+        if (s_handle_reply (self, event))
+            return 0;
     }
+}
+
+size_t
+client_kgym_pending (client_kgym_t *self)
+{
+    return zhashx_size (self->pending);
+}
+
+uint64_t
+client_kgym_reconnects (client_kgym_t *self)
+{
+    return self->reconnects;
+}
+
+uint64_t
+client_kgym_duplicates (client_kgym_t *self)
+{
+    return self->duplicates;
 }
 
 int64_t

@@ -23,6 +23,8 @@
 #define SUBMIT_TASK_CACHE 256           //  task files kept loaded for batch lines
 #define SUBMIT_PROGRESS_MS 100          //  redraw interval of the progress line
 #define SUBMIT_MIN_SILENCE_S 3.0        //  never call a broker lost quicker than this
+#define SUBMIT_RETRY_MIN_MS 100         //  first wait before sending a refused job again
+#define SUBMIT_RETRY_MAX_MS 5000        //  longest wait between sends of a refused job
 
 //  Parsed options.
 typedef struct {
@@ -33,7 +35,12 @@ typedef struct {
     bool seed_given;
     const char *tag;            //  --tag T, or NULL
     uint32_t window;            //  --window N: jobs in flight
-    double connect_timeout_s;   //  --connect-timeout S
+    double connect_timeout_s;   //  --connect-timeout S: first contact
+    double broker_timeout_s;    //  --broker-timeout S: a broker away (restarting) this long is lost
+    const char *client_id;      //  --client-id ID, or NULL (random)
+    const char *curve_secret;   //  --curve-secret FILE, or NULL
+    const char *broker_key;     //  --broker-key FILE, or NULL
+    uint32_t heartbeat_ms;      //  --heartbeat MS
     const char *batch;          //  --batch FILE|-, or NULL
     char **paths;               //  TASK CANDIDATE...
     int npaths;                 //  entries in paths
@@ -62,6 +69,11 @@ typedef struct {
     size_t accepted;            //  ACCEPTED seen
     size_t done;                //  results printed
     zhashx_t *failures;         //  status -> count (size_t stored in the pointer)
+    uint64_t *refused;          //  refs the broker refused (busy), to send again
+    size_t nrefused;            //  entries used
+    size_t maxrefused;          //  entries allocated
+    int64_t retry_at_ms;        //  when to send the refused ones again
+    int64_t retry_ms;           //  the wait after the next refusal
     int64_t started_ms;         //  first submit
     int64_t progress_ms;        //  last redraw
     bool tty;                   //  stderr is a terminal
@@ -86,7 +98,13 @@ s_usage (FILE *out)
         "  --seed N               eval.seed: input seed (default: fresh per job)\n"
         "  --tag T                tag echoed in results\n"
         "  --window N             jobs in flight at most (default 256)\n"
-        "  --connect-timeout S    give up when the broker does not answer (default 10)\n"
+        "  --connect-timeout S    give up when the broker never answers (default 10)\n"
+        "  --broker-timeout S     give up when a broker that answered is away longer (default 60);\n"
+        "                         until then it reconnects and resends, each result printed once\n"
+        "  --client-id ID         stable client id (default: a random one)\n"
+        "  --heartbeat MS         heartbeat interval towards the broker (default 1000)\n"
+        "  --curve-secret FILE    own secret certificate (kgym keygen): CURVE to the broker\n"
+        "  --broker-key FILE      the broker's public certificate (with --curve-secret)\n"
         "  --batch FILE|-         one job per line: {\"task\", \"candidate\", \"eval\", \"reward\", \"tag\"}\n");
 }
 
@@ -425,6 +443,8 @@ s_parse (int argc, char **argv, s_options_t *opts)
     memset (opts, 0, sizeof (*opts));
     opts->window = 256;
     opts->connect_timeout_s = 10;
+    opts->broker_timeout_s = 60;
+    opts->heartbeat_ms = 1000;
     static const struct option options [] = {
         { "broker", required_argument, NULL, 'b' },
         { "timeout", required_argument, NULL, 't' },
@@ -433,6 +453,11 @@ s_parse (int argc, char **argv, s_options_t *opts)
         { "window", required_argument, NULL, 'w' },
         { "connect-timeout", required_argument, NULL, 'c' },
         { "batch", required_argument, NULL, 'B' },
+        { "broker-timeout", required_argument, NULL, 'T' },
+        { "client-id", required_argument, NULL, 'i' },
+        { "heartbeat", required_argument, NULL, 'H' },
+        { "curve-secret", required_argument, NULL, 'S' },
+        { "broker-key", required_argument, NULL, 'K' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
@@ -446,11 +471,17 @@ s_parse (int argc, char **argv, s_options_t *opts)
                 opts->broker = optarg;
                 break;
             case 't':
-            case 'c': {
+            case 'c':
+            case 'T': {
                 double value = strtod (optarg, &end);
-                if (errno || end == optarg || *end || !(value > 0) || value > 3600) {
-                    fprintf (stderr, "kgym submit: --%s wants seconds in (0, 3600], not '%s'\n",
-                             opt == 't'? "timeout": "connect-timeout", optarg);
+                if (errno || end == optarg || *end || !(value > 0) || value > 86400) {
+                    fprintf (stderr, "kgym submit: --%s wants seconds in (0, 86400], not '%s'\n",
+                             opt == 't'? "timeout": opt == 'c'? "connect-timeout": "broker-timeout",
+                             optarg);
+                    return 2;
+                }
+                if (opt == 't' && value > 3600) {
+                    fprintf (stderr, "kgym submit: --timeout wants seconds in (0, 3600]\n");
                     return 2;
                 }
                 if (opt == 't') {
@@ -458,9 +489,34 @@ s_parse (int argc, char **argv, s_options_t *opts)
                     opts->timeout_given = true;
                 }
                 else
+                if (opt == 'c')
                     opts->connect_timeout_s = value;
+                else
+                    opts->broker_timeout_s = value;
                 break;
             }
+            case 'H': {
+                unsigned long value = strtoul (optarg, &end, 10);
+                if (errno || end == optarg || *end || optarg [0] == '-' || value < 10 || value > 60000) {
+                    fprintf (stderr, "kgym submit: --heartbeat wants 10..60000 ms, not '%s'\n", optarg);
+                    return 2;
+                }
+                opts->heartbeat_ms = (uint32_t) value;
+                break;
+            }
+            case 'i':
+                if (!*optarg || strlen (optarg) >= PROTO_MAX_STR) {
+                    fprintf (stderr, "kgym submit: --client-id wants 1..%d bytes\n", PROTO_MAX_STR - 1);
+                    return 2;
+                }
+                opts->client_id = optarg;
+                break;
+            case 'S':
+                opts->curve_secret = optarg;
+                break;
+            case 'K':
+                opts->broker_key = optarg;
+                break;
             case 's': {
                 unsigned long long value = strtoull (optarg, &end, 10);
                 if (errno || end == optarg || *end || optarg [0] == '-' || value > INT64_MAX) {
@@ -504,6 +560,10 @@ s_parse (int argc, char **argv, s_options_t *opts)
         fprintf (stderr, "kgym submit: --broker EP is required\n");
         return 2;
     }
+    if (!opts->curve_secret != !opts->broker_key) {
+        fprintf (stderr, "kgym submit: --curve-secret and --broker-key go together\n");
+        return 2;
+    }
     if (opts->batch && opts->npaths > 0) {
         fprintf (stderr, "kgym submit: --batch takes no TASK or CANDIDATE arguments\n");
         return 2;
@@ -515,13 +575,44 @@ s_parse (int argc, char **argv, s_options_t *opts)
     return 0;
 }
 
+//  Remember a refused job, to send again after a wait that grows while
+//  refusals go on. 0 or -1 out of memory.
+static int
+s_refused_add (s_run_t *run, uint64_t ref)
+{
+    if (run->nrefused == run->maxrefused) {
+        size_t grown = run->maxrefused? run->maxrefused * 2: 256;
+        uint64_t *refused = (uint64_t *) realloc (run->refused, grown * sizeof (uint64_t));
+        if (!refused)
+            return -1;
+        run->refused = refused;
+        run->maxrefused = grown;
+    }
+    run->refused [run->nrefused++] = ref;
+    if (run->nrefused == 1) {
+        run->retry_ms = run->retry_ms? run->retry_ms * 2: SUBMIT_RETRY_MIN_MS;
+        if (run->retry_ms > SUBMIT_RETRY_MAX_MS)
+            run->retry_ms = SUBMIT_RETRY_MAX_MS;
+        run->retry_at_ms = s_now_ms () + run->retry_ms;
+    }
+    return 0;
+}
+
 //  The loop: keep the window full, print results as they come. 0 or -1 with a reason.
 static int
 s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, size_t errlen)
 {
-    client_kgym_t *client = client_kgym_new (opts->broker);
+    client_kgym_config_t cfg;
+    client_kgym_config_default (&cfg);
+    cfg.endpoint = opts->broker;
+    cfg.client_id = opts->client_id;
+    cfg.curve_secret = opts->curve_secret;
+    cfg.broker_key = opts->broker_key;
+    cfg.heartbeat_ms = opts->heartbeat_ms;
+    char why [512];
+    client_kgym_t *client = client_kgym_new_config (&cfg, why, sizeof (why));
     if (!client) {
-        snprintf (err, errlen, "cannot connect to %s (bad endpoint?)", opts->broker);
+        snprintf (err, errlen, "cannot connect to %s: %s", opts->broker, why);
         return -1;
     }
     int rc = 0;
@@ -529,8 +620,8 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
     bool end = false;
     uint64_t next_ref = 1;
     run->started_ms = s_now_ms ();
-    double silence_limit_s = opts->connect_timeout_s > SUBMIT_MIN_SILENCE_S?
-                             opts->connect_timeout_s: SUBMIT_MIN_SILENCE_S;
+    double silence_limit_s = opts->broker_timeout_s > SUBMIT_MIN_SILENCE_S?
+                             opts->broker_timeout_s: SUBMIT_MIN_SILENCE_S;
     while (rc == 0) {
         while (!end && inflight < opts->window) {
             json_t *job = NULL;
@@ -543,7 +634,6 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
                 break;
             }
             uint64_t ref = next_ref++;
-            char why [256];
             if (s_label_set (run, ref, label)) {
                 snprintf (err, errlen, "out of memory");
                 free (label);
@@ -562,9 +652,23 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
         }
         if (rc || inflight == 0)
             break;
+        if (run->nrefused && s_now_ms () >= run->retry_at_ms) {
+            //  The broker was busy: the jobs it refused go again (the library kept them).
+            size_t n = run->nrefused;
+            run->nrefused = 0;
+            for (size_t i = 0; i < n; i++)
+                if (client_kgym_retry (client, run->refused [i], why, sizeof (why)))
+                    log_debug ("client", "retry of ref %llu: %s",
+                               (unsigned long long) run->refused [i], why);
+        }
 
         client_event_t event;
-        if (client_kgym_recv (client, 200, &event)) {
+        int wait_ms = 200;
+        if (run->nrefused) {
+            int64_t left = run->retry_at_ms - s_now_ms ();
+            wait_ms = left < 0? 0: left < wait_ms? (int) left: wait_ms;
+        }
+        if (client_kgym_recv (client, wait_ms, &event)) {
             if (zsys_interrupted) {
                 snprintf (err, errlen, "interrupted");
                 rc = -1;
@@ -586,20 +690,23 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
             s_progress (run, source, false);
             continue;
         }
-        if (event.type == CLIENT_EVENT_ACCEPTED)
+        if (event.type == CLIENT_EVENT_ACCEPTED) {
             run->accepted++;
+            run->retry_ms = 0;
+        }
         else
         if (event.type == CLIENT_EVENT_RESULT) {
-            json_t *line = client_result_line (event.result, s_label (run, event.ref));
-            char *text = line? json_dumps (line, JSON_COMPACT): NULL;
-            json_decref (line);
-            if (!text || printf ("%s\n", text) < 0 || fflush (stdout)) {
-                snprintf (err, errlen, "cannot write the result of %s", s_label (run, event.ref));
-                rc = -1;
-            }
-            free (text);
-            s_count_failure (run, event.result);
+            //  Only a job of this run still in flight is printed: each once.
             if (event.ref < run->maxlabels && run->labels [event.ref]) {
+                json_t *line = client_result_line (event.result, run->labels [event.ref]);
+                char *text = line? json_dumps (line, JSON_COMPACT): NULL;
+                json_decref (line);
+                if (!text || printf ("%s\n", text) < 0 || fflush (stdout)) {
+                    snprintf (err, errlen, "cannot write the result of %s", s_label (run, event.ref));
+                    rc = -1;
+                }
+                free (text);
+                s_count_failure (run, event.result);
                 zstr_free (&run->labels [event.ref]);
                 inflight--;
                 run->done++;
@@ -607,16 +714,37 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
         }
         else
         if (event.type == CLIENT_EVENT_ERROR) {
-            if (event.ref)
-                snprintf (err, errlen, "%s: broker error %u: %s", s_label (run, event.ref),
-                          event.code, event.reason);
+            bool busy = event.code == PROTO_ERR_OVERLOADED || event.code == PROTO_ERR_INTERNAL;
+            bool ours = event.ref && event.ref < run->maxlabels && run->labels [event.ref];
+            if (busy && ours) {
+                //  Busy (or it could not store the job): no fault of the job. Later.
+                log_debug ("client", "%s: broker busy (%u: %s), will send again",
+                           s_label (run, event.ref), event.code, event.reason);
+                if (s_refused_add (run, event.ref)) {
+                    snprintf (err, errlen, "out of memory");
+                    rc = -1;
+                }
+            }
             else
-                snprintf (err, errlen, "broker error %u: %s", event.code, event.reason);
-            rc = -1;
+            if (busy && event.ref)
+                ;                   //  about a job already answered: nothing to do
+            else {
+                if (event.ref)
+                    snprintf (err, errlen, "%s: broker error %u: %s", s_label (run, event.ref),
+                              event.code, event.reason);
+                else
+                    snprintf (err, errlen, "broker error %u: %s", event.code, event.reason);
+                rc = -1;
+            }
         }
         client_event_clear (&event);
         s_progress (run, source, false);
     }
+    if (client_kgym_reconnects (client))
+        fprintf (stderr, "kgym submit: reconnected %llu time(s); %llu duplicate repl%s dropped\n",
+                 (unsigned long long) client_kgym_reconnects (client),
+                 (unsigned long long) client_kgym_duplicates (client),
+                 client_kgym_duplicates (client) == 1? "y": "ies");
     client_kgym_destroy (&client);
     return rc;
 }
@@ -650,6 +778,7 @@ client_submit_main (int argc, char **argv)
     for (size_t i = 0; i < run.maxlabels; i++)
         free (run.labels [i]);
     free (run.labels);
+    free (run.refused);
     zhashx_destroy (&run.failures);
     s_source_close (&source);
     return rc? 1: 0;

@@ -402,6 +402,13 @@ proto_msg_recv (proto_msg_t *self, zsock_t *sock)
         rc = -1;
         goto done;
     }
+    //  The connection's authenticated identity (CURVE: the peer's public key
+    //  in Z85), as the ZAP handler approved it: every frame from the wire
+    //  carries it, none does when no ZAP handler ran. Read first, so a
+    //  malformed message from an approved peer is still known as its.
+    const char *user_id = zmq_msg_gets (&frame0, "User-Id");
+    if (user_id)
+        snprintf (self->user_id, sizeof (self->user_id), "%s", user_id);
     if (!zmq_msg_more (&frame0)) {
         rc = s_malformed (self, PROTO_ERR_MALFORMED, "missing header frame");
         goto done;
@@ -426,12 +433,6 @@ proto_msg_recv (proto_msg_t *self, zsock_t *sock)
     //  Every frame is in: now judge them.
     rc = proto_msg_decode (self, zmq_msg_data (&frame0), zmq_msg_size (&frame0),
                            zmq_msg_data (&header), zmq_msg_size (&header));
-    //  The connection's authenticated identity (CURVE: the peer's public key
-    //  in Z85), as the ZAP handler approved it; every frame from the wire
-    //  carries it, none does when no ZAP handler ran.
-    const char *user_id = zmq_msg_gets (&frame0, "User-Id");
-    if (user_id)
-        snprintf (self->user_id, sizeof (self->user_id), "%s", user_id);
 done:
     zmq_msg_close (&frame0);
     zmq_msg_close (&header);

@@ -5,6 +5,7 @@
 #include "broker_server.h"
 #include "proto_msg.h"
 #include "common_log.h"
+#include "proto_mpk.h"
 #include <string.h>
 #include <stdlib.h>
 
@@ -17,23 +18,30 @@ typedef struct {
     char *workers;              //  worker endpoint
 } s_broker_t;
 
+//  Start a broker with this config (endpoints are set to loopback here).
 static void
-s_broker_start (s_broker_t *broker, uint32_t heartbeat_ms, uint32_t liveness, uint32_t max_queue)
+s_broker_start_cfg (s_broker_t *broker, broker_config_t *cfg)
 {
     common_log_set_level (LOG_LEVEL_WARN);
-    broker_config_t cfg;
-    broker_config_default (&cfg);
-    cfg.clients_endpoint = "tcp://127.0.0.1:*";
-    cfg.workers_endpoint = "tcp://127.0.0.1:*";
-    cfg.heartbeat_ms = heartbeat_ms;
-    cfg.liveness = liveness;
-    cfg.max_queue = max_queue;
-    broker->actor = zactor_new (broker_server_actor, &cfg);
+    cfg->clients_endpoint = "tcp://127.0.0.1:*";
+    cfg->workers_endpoint = "tcp://127.0.0.1:*";
+    broker->actor = zactor_new (broker_server_actor, cfg);
     ck_assert_ptr_nonnull (broker->actor);
     zstr_send (broker->actor, "ENDPOINTS");
     ck_assert_int_eq (zstr_recvx (broker->actor, &broker->clients, &broker->workers, NULL), 2);
     ck_assert_msg (strstr (broker->clients, "tcp://127.0.0.1:") != NULL, "endpoint %s", broker->clients);
     ck_assert_str_ne (broker->clients, broker->workers);
+}
+
+static void
+s_broker_start (s_broker_t *broker, uint32_t heartbeat_ms, uint32_t liveness, uint32_t max_queue)
+{
+    broker_config_t cfg;
+    broker_config_default (&cfg);
+    cfg.heartbeat_ms = heartbeat_ms;
+    cfg.liveness = liveness;
+    cfg.max_queue = max_queue;
+    s_broker_start_cfg (broker, &cfg);
 }
 
 static void
@@ -535,6 +543,346 @@ START_TEST (test_cannot_bind_reports_reason)
 }
 END_TEST
 
+//  --------------------------------------------------------------------------
+//  Leases, durability, clients by id, drain, states
+
+//  SUBMIT as a named client.
+static void
+s_send_submit_as (zsock_t *client, const char *client_id, uint64_t ref, const char *tag,
+                  bool retry, const char *body)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_SUBMIT);
+    msg->ref = ref;
+    msg->retry = retry? 1: 0;
+    proto_msg_set_str (msg->backend, "cpu");
+    proto_msg_set_str (msg->client, client_id);
+    proto_msg_set_str (msg->tag, tag);
+    zframe_t *frame = zframe_new (body, strlen (body));
+    proto_msg_set_body (msg, &frame);
+    ck_assert_int_eq (proto_msg_send (msg, client), 0);
+    proto_msg_destroy (&msg);
+}
+
+static uint64_t
+s_accepted_as (zsock_t *client, const char *client_id, uint64_t ref, const char *tag, bool retry,
+               const char *body)
+{
+    s_send_submit_as (client, client_id, ref, tag, retry, body);
+    proto_msg_t *msg = s_expect (client, PROTO_ACCEPTED);
+    ck_assert_uint_eq (msg->ref, ref);
+    uint64_t job = msg->job;
+    proto_msg_destroy (&msg);
+    return job;
+}
+
+//  Take one JOB at worker and answer it with body; returns the job id.
+static uint64_t
+s_serve_one (zsock_t *worker, const char *body)
+{
+    proto_msg_t *job = s_expect (worker, PROTO_JOB);
+    uint64_t id = job->job;
+    s_send_result (worker, job->job, job->attempt, body);
+    proto_msg_destroy (&job);
+    return id;
+}
+
+//  The RESULT's body decoded, for results the broker made itself.
+static json_t *
+s_result_json (proto_msg_t *msg)
+{
+    char err [128];
+    json_t *json = proto_mpk_decode (zframe_data (msg->body), zframe_size (msg->body), NULL,
+                                     err, sizeof (err));
+    ck_assert_msg (json != NULL, "result body does not decode: %s", err);
+    return json;
+}
+
+//  A round trip on a registered worker's connection: everything it sent
+//  before has been handled when this returns.
+static void
+s_sync_worker (zsock_t *worker)
+{
+    s_send_cmd (worker, PROTO_ACCEPTED);
+    proto_msg_t *msg = s_expect (worker, PROTO_ERROR);
+    ck_assert_uint_eq (msg->code, PROTO_ERR_UNKNOWN_COMMAND);
+    proto_msg_destroy (&msg);
+}
+
+START_TEST (test_job_that_loses_workers_fails_after_max_attempts)
+{
+    broker_config_t cfg;
+    broker_config_default (&cfg);
+    cfg.heartbeat_ms = 100;
+    cfg.liveness = 2;
+    cfg.max_attempts = 2;
+    s_broker_t broker;
+    s_broker_start_cfg (&broker, &cfg);
+    zsock_t *client = s_dealer (broker.clients);
+    uint64_t id = s_submit_accepted (client, 1, "cpu", "poison");
+    //  Two workers in turn take it and vanish (as a crash would: no DISCONNECT).
+    for (uint32_t attempt = 1; attempt <= 2; attempt++) {
+        zsock_t *worker = s_dealer (broker.workers);
+        s_send_ready (worker, "cpu", 1, "victim");
+        proto_msg_t *job = s_expect (worker, PROTO_JOB);
+        ck_assert_uint_eq (job->job, id);
+        ck_assert_uint_eq (job->attempt, attempt);
+        proto_msg_destroy (&job);
+        zsock_destroy (&worker);
+    }
+    //  Not a third time: the client gets a final internal_error.
+    proto_msg_t *msg = s_expect (client, PROTO_RESULT);
+    ck_assert_uint_eq (msg->ref, 1);
+    ck_assert_uint_eq (msg->job, id);
+    json_t *result = s_result_json (msg);
+    ck_assert_str_eq (json_string_value (json_object_get (result, "status")), "internal_error");
+    ck_assert_str_eq (json_string_value (json_object_get (result, "message")),
+                      "worker lost 2 times while running this job");
+    json_decref (result);
+    proto_msg_destroy (&msg);
+    ck_assert_int_eq (s_stat (&broker, "failed"), 1);
+    ck_assert_int_eq (s_stat (&broker, "requeued"), 1);
+    ck_assert_int_eq (s_stat (&broker, "queued"), 0);
+    zsock_destroy (&client);
+    s_broker_stop (&broker);
+}
+END_TEST
+
+START_TEST (test_durable_jobs_survive_a_restart_and_resubmits_are_answered)
+{
+    char dir [] = "/tmp/kgym-test-broker-XXXXXX";
+    ck_assert_ptr_nonnull (mkdtemp (dir));
+    char db [128];
+    snprintf (db, sizeof (db), "%s/jobs.sqlite", dir);
+    broker_config_t cfg;
+    broker_config_default (&cfg);
+    cfg.db_path = db;
+    s_broker_t broker;
+    s_broker_start_cfg (&broker, &cfg);
+    zsock_t *client = s_dealer (broker.clients);
+    uint64_t id1 = s_accepted_as (client, "trainer-1", 1, "a", false, "one");
+    uint64_t id2 = s_accepted_as (client, "trainer-1", 2, "a", false, "two");
+    uint64_t id3 = s_accepted_as (client, "trainer-1", 3, "b", false, "three");
+    zsock_t *worker = s_dealer (broker.workers);
+    s_send_ready (worker, "cpu", 1, "w");
+    ck_assert_uint_eq (s_serve_one (worker, "r-one"), id1);
+    proto_msg_t *msg = s_expect (client, PROTO_RESULT);
+    proto_msg_destroy (&msg);
+    //  The broker goes away with job 2 leased and job 3 queued.
+    msg = s_expect (worker, PROTO_JOB);
+    ck_assert_uint_eq (msg->job, id2);
+    proto_msg_destroy (&msg);
+    zsock_destroy (&client);
+    zsock_destroy (&worker);
+    s_broker_stop (&broker);
+
+    s_broker_start_cfg (&broker, &cfg);
+    ck_assert_int_eq (s_stat (&broker, "queued"), 2);
+    ck_assert_int_eq (s_stat (&broker, "results"), 1);
+    //  The client comes back on a new connection, same id. A resend of a
+    //  finished job: ACCEPTED with its id, then its kept result.
+    client = s_dealer (broker.clients);
+    ck_assert_uint_eq (s_accepted_as (client, "trainer-1", 1, "a", true, "one"), id1);
+    msg = s_expect (client, PROTO_RESULT);
+    ck_assert_uint_eq (msg->job, id1);
+    char *body = s_body_text (msg);
+    ck_assert_str_eq (body, "r-one");
+    zstr_free (&body);
+    ck_assert_str_eq (msg->name, "w");
+    proto_msg_destroy (&msg);
+    //  A resend of an unfinished one: the same job, not a second one.
+    ck_assert_uint_eq (s_accepted_as (client, "trainer-1", 2, "a", true, "two"), id2);
+    //  FETCH by tag: the finished one again, and one still pending.
+    proto_msg_t *fetch = proto_msg_new (PROTO_FETCH);
+    fetch->ref = 77;
+    proto_msg_set_str (fetch->client, "trainer-1");
+    proto_msg_set_str (fetch->tag, "a");
+    ck_assert_int_eq (proto_msg_send (fetch, client), 0);
+    msg = s_expect (client, PROTO_RESULT);
+    ck_assert_uint_eq (msg->job, id1);
+    proto_msg_destroy (&msg);
+    msg = s_expect (client, PROTO_DONE);
+    ck_assert_uint_eq (msg->ref, 77);
+    ck_assert_uint_eq (msg->count, 1);
+    ck_assert_uint_eq (msg->pending, 1);
+    proto_msg_destroy (&msg);
+    //  Another client id sees none of it.
+    proto_msg_set_str (fetch->client, "someone-else");
+    fetch->job = id1;
+    ck_assert_int_eq (proto_msg_send (fetch, client), 0);
+    msg = s_expect (client, PROTO_DONE);
+    ck_assert_uint_eq (msg->count, 0);
+    proto_msg_destroy (&msg);
+    proto_msg_destroy (&fetch);
+    //  A worker finishes what was left; results reach the new connection.
+    worker = s_dealer (broker.workers);
+    s_send_ready (worker, "cpu", 1, "w2");
+    ck_assert_uint_eq (s_serve_one (worker, "r-two"), id2);
+    ck_assert_uint_eq (s_serve_one (worker, "r-three"), id3);
+    for (int i = 0; i < 2; i++) {
+        msg = s_expect (client, PROTO_RESULT);
+        ck_assert (msg->job == id2 || msg->job == id3);
+        proto_msg_destroy (&msg);
+    }
+    //  A fresh SUBMIT (no retry) of a finished ref is a new job, with a higher id.
+    uint64_t again = s_accepted_as (client, "trainer-1", 1, "a", false, "one again");
+    ck_assert_uint_gt (again, id3);
+    ck_assert_int_eq (s_stat (&broker, "resubmitted"), 2);
+    zsock_destroy (&client);
+    zsock_destroy (&worker);
+    s_broker_stop (&broker);
+    char command [128];
+    snprintf (command, sizeof (command), "rm -rf '%s'", dir);
+    ck_assert_int_eq (system (command), 0);
+}
+END_TEST
+
+START_TEST (test_named_client_gets_results_on_its_new_connection)
+{
+    s_broker_t broker;
+    s_broker_start (&broker, 1000, 3, 100);
+    zsock_t *first = s_dealer (broker.clients);
+    uint64_t id = s_accepted_as (first, "c", 5, "", false, "job");
+    zsock_t *worker = s_dealer (broker.workers);
+    s_send_ready (worker, "cpu", 1, "w");
+    proto_msg_t *job = s_expect (worker, PROTO_JOB);
+    //  The client's connection dies; it comes back and says who it is.
+    zsock_destroy (&first);
+    zsock_t *second = s_dealer (broker.clients);
+    proto_msg_t *beat = proto_msg_new (PROTO_HEARTBEAT);
+    proto_msg_set_str (beat->client, "c");
+    ck_assert_int_eq (proto_msg_send (beat, second), 0);
+    proto_msg_destroy (&beat);
+    proto_msg_t *msg = s_expect (second, PROTO_HEARTBEAT);
+    proto_msg_destroy (&msg);
+    s_send_result (worker, job->job, job->attempt, "done");
+    proto_msg_destroy (&job);
+    msg = s_expect (second, PROTO_RESULT);
+    ck_assert_uint_eq (msg->job, id);
+    ck_assert_uint_eq (msg->ref, 5);
+    proto_msg_destroy (&msg);
+    ck_assert_int_eq (s_stat (&broker, "undeliverable"), 0);
+    zsock_destroy (&second);
+    zsock_destroy (&worker);
+    s_broker_stop (&broker);
+}
+END_TEST
+
+START_TEST (test_client_over_its_limit_is_told_429)
+{
+    broker_config_t cfg;
+    broker_config_default (&cfg);
+    cfg.max_client_jobs = 2;
+    s_broker_t broker;
+    s_broker_start_cfg (&broker, &cfg);
+    zsock_t *greedy = s_dealer (broker.clients);
+    zsock_t *other = s_dealer (broker.clients);
+    s_accepted_as (greedy, "greedy", 1, "", false, "a");
+    s_accepted_as (greedy, "greedy", 2, "", false, "b");
+    s_send_submit_as (greedy, "greedy", 3, "", false, "c");
+    proto_msg_t *msg = s_expect (greedy, PROTO_ERROR);
+    ck_assert_uint_eq (msg->code, PROTO_ERR_OVERLOADED);
+    ck_assert_uint_eq (msg->ref, 3);
+    ck_assert_msg (strstr (msg->reason, "client limit"), "reason: %s", msg->reason);
+    proto_msg_destroy (&msg);
+    //  Its resend of a job it has is no new job: still answered.
+    s_accepted_as (greedy, "greedy", 2, "", true, "b");
+    //  Another client is not held back by it.
+    s_accepted_as (other, "other", 1, "", false, "x");
+    ck_assert_int_eq (s_stat (&broker, "rejected"), 1);
+    zsock_destroy (&greedy);
+    zsock_destroy (&other);
+    s_broker_stop (&broker);
+}
+END_TEST
+
+START_TEST (test_drained_and_quarantined_workers_get_no_new_jobs)
+{
+    s_broker_t broker;
+    s_broker_start (&broker, 1000, 3, 100);
+    zsock_t *client = s_dealer (broker.clients);
+    zsock_t *leaving = s_dealer (broker.workers);
+    zsock_t *sick = s_dealer (broker.workers);
+    s_send_ready (leaving, "cpu", 4, "leaving");
+    //  A worker that says at once its device is unfit is registered, idle.
+    proto_msg_t *ready = proto_msg_new (PROTO_READY);
+    proto_msg_set_str (ready->backend, "cpu");
+    proto_msg_set_str (ready->device, "bad gpu");
+    proto_msg_set_str (ready->name, "sick");
+    proto_msg_set_str (ready->state, "quarantined");
+    ready->capacity = 4;
+    ck_assert_int_eq (proto_msg_send (ready, sick), 0);
+    proto_msg_destroy (&ready);
+    s_sync_worker (sick);
+    uint64_t id = s_submit_accepted (client, 1, "cpu", "held");
+    proto_msg_t *held = s_expect (leaving, PROTO_JOB);
+    ck_assert_uint_eq (held->job, id);
+    ck_assert_int_eq (s_stat (&broker, "quarantined"), 1);
+
+    //  DRAIN by name: the worker is told, the client gets DONE.
+    proto_msg_t *drain = proto_msg_new (PROTO_DRAIN);
+    drain->ref = 9;
+    proto_msg_set_str (drain->name, "leaving");
+    ck_assert_int_eq (proto_msg_send (drain, client), 0);
+    proto_msg_t *msg = s_expect (client, PROTO_DONE);
+    ck_assert_uint_eq (msg->ref, 9);
+    ck_assert_uint_eq (msg->count, 1);
+    proto_msg_destroy (&msg);
+    msg = s_expect (leaving, PROTO_DRAIN);
+    proto_msg_destroy (&msg);
+    //  New jobs wait: one worker drains, the other is quarantined.
+    s_submit_accepted (client, 2, "cpu", "waits");
+    ck_assert_int_eq (s_stat (&broker, "queued"), 1);
+    ck_assert_int_eq (s_stat (&broker, "draining"), 1);
+    //  The draining worker still finishes what it holds, then leaves.
+    s_send_result (leaving, held->job, held->attempt, "finished while draining");
+    proto_msg_destroy (&held);
+    msg = s_expect (client, PROTO_RESULT);
+    ck_assert_uint_eq (msg->ref, 1);
+    proto_msg_destroy (&msg);
+    proto_msg_t *bye = proto_msg_new (PROTO_DISCONNECT);
+    proto_msg_set_str (bye->reason, "drained");
+    ck_assert_int_eq (proto_msg_send (bye, leaving), 0);
+    proto_msg_destroy (&bye);
+    //  Back to ready: the quarantined worker gets the waiting job.
+    proto_msg_t *beat = proto_msg_new (PROTO_HEARTBEAT);
+    proto_msg_set_str (beat->state, "ready");
+    ck_assert_int_eq (proto_msg_send (beat, sick), 0);
+    msg = s_expect (sick, PROTO_JOB);
+    proto_msg_destroy (&msg);
+    ck_assert_int_eq (s_stat (&broker, "workers_left"), 1);
+    ck_assert_int_eq (s_stat (&broker, "workers_lost"), 0);
+    //  An unknown state, an unknown name.
+    proto_msg_set_str (beat->state, "sleepy");
+    ck_assert_int_eq (proto_msg_send (beat, sick), 0);
+    msg = s_expect (sick, PROTO_ERROR);
+    ck_assert_uint_eq (msg->code, PROTO_ERR_MALFORMED);
+    proto_msg_destroy (&msg);
+    proto_msg_destroy (&beat);
+    proto_msg_set_str (drain->name, "nobody");
+    ck_assert_int_eq (proto_msg_send (drain, client), 0);
+    msg = s_expect (client, PROTO_ERROR);
+    ck_assert_uint_eq (msg->code, PROTO_ERR_NOT_FOUND);
+    ck_assert_uint_eq (msg->ref, 9);
+    proto_msg_destroy (&msg);
+    //  DRAIN is a client command: from a worker it is refused.
+    ck_assert_int_eq (proto_msg_send (drain, sick), 0);
+    msg = s_expect (sick, PROTO_ERROR);
+    ck_assert_uint_eq (msg->code, PROTO_ERR_UNKNOWN_COMMAND);
+    proto_msg_destroy (&msg);
+    proto_msg_destroy (&drain);
+    //  FETCH without a client id is malformed.
+    s_send_raw (client, "KGYM\x01\x09", 6, "\x81\xa3ref\x01", 6, NULL);
+    msg = s_expect (client, PROTO_ERROR);
+    ck_assert_uint_eq (msg->code, PROTO_ERR_MALFORMED);
+    ck_assert_msg (strstr (msg->reason, "FETCH without 'client'"), "reason: %s", msg->reason);
+    proto_msg_destroy (&msg);
+    zsock_destroy (&client);
+    zsock_destroy (&leaving);
+    zsock_destroy (&sick);
+    s_broker_stop (&broker);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -550,6 +898,11 @@ s_suite (void)
     tcase_add_test (tc, test_worker_disconnect_requeues);
     tcase_add_test (tc, test_client_heartbeat_and_disconnect);
     tcase_add_test (tc, test_cannot_bind_reports_reason);
+    tcase_add_test (tc, test_job_that_loses_workers_fails_after_max_attempts);
+    tcase_add_test (tc, test_durable_jobs_survive_a_restart_and_resubmits_are_answered);
+    tcase_add_test (tc, test_named_client_gets_results_on_its_new_connection);
+    tcase_add_test (tc, test_client_over_its_limit_is_told_429);
+    tcase_add_test (tc, test_drained_and_quarantined_workers_get_no_new_jobs);
     suite_add_tcase (suite, tc);
     return suite;
 }

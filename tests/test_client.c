@@ -4,6 +4,7 @@
 #include "testutil.h"
 #include "client_kgym.h"
 #include "client_submit.h"
+#include "client_admin.h"
 #include "broker_server.h"
 #include "proto_mpk.h"
 #include "common_log.h"
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #define WAIT_MS 5000
 
@@ -18,6 +20,8 @@
 //  A fake worker: READY, then each JOB answered with {"status", "reward",
 //  "echo": <the job's candidate>, "tag": <job tag>}. A candidate whose
 //  "source" is "fail" gets status "incorrect".
+
+static int s_worker_delay_ms = 0;      //  how long the fake worker "works" on a job
 
 static void
 s_fake_worker (zsock_t *pipe, void *args)
@@ -50,6 +54,14 @@ s_fake_worker (zsock_t *pipe, void *args)
         }
         if (msg->cmd != PROTO_JOB)
             continue;
+        if (s_worker_delay_ms) {
+            //  Simulated work; a $TERM still ends it at once.
+            zpoller_t *work = zpoller_new (pipe, NULL);
+            bool stop = zpoller_wait (work, s_worker_delay_ms) == pipe;
+            zpoller_destroy (&work);
+            if (stop)
+                break;
+        }
         json_t *job = proto_mpk_decode (zframe_data (msg->body), zframe_size (msg->body), NULL, NULL, 0);
         json_t *candidate = json_object_get (job, "candidate");
         const char *source = json_string_value (json_object_get (candidate, "source"));
@@ -87,20 +99,32 @@ typedef struct {
     char *workers;
 } s_setup_t;
 
+//  Broker with this config (endpoints default to loopback, any port) + maybe a worker.
 static void
-s_setup_start (s_setup_t *setup, uint32_t max_queue, bool with_worker)
+s_setup_start_cfg (s_setup_t *setup, broker_config_t *cfg, bool with_worker)
 {
     common_log_set_level (LOG_LEVEL_WARN);
-    broker_config_t cfg;
-    broker_config_default (&cfg);
-    cfg.clients_endpoint = "tcp://127.0.0.1:*";
-    cfg.workers_endpoint = "tcp://127.0.0.1:*";
-    cfg.max_queue = max_queue;
-    setup->broker = zactor_new (broker_server_actor, &cfg);
+    if (!cfg->clients_endpoint || strstr (cfg->clients_endpoint, "*:"))
+        cfg->clients_endpoint = "tcp://127.0.0.1:*";
+    if (!cfg->workers_endpoint || strstr (cfg->workers_endpoint, "*:"))
+        cfg->workers_endpoint = "tcp://127.0.0.1:*";
+    setup->broker = zactor_new (broker_server_actor, cfg);
     ck_assert_ptr_nonnull (setup->broker);
     zstr_send (setup->broker, "ENDPOINTS");
     ck_assert_int_eq (zstr_recvx (setup->broker, &setup->clients, &setup->workers, NULL), 2);
+    ck_assert_msg (setup->clients [0], "broker did not start: %s", setup->workers);
     setup->worker = with_worker? zactor_new (s_fake_worker, setup->workers): NULL;
+}
+
+static void
+s_setup_start (s_setup_t *setup, uint32_t max_queue, bool with_worker)
+{
+    broker_config_t cfg;
+    broker_config_default (&cfg);
+    cfg.clients_endpoint = NULL;
+    cfg.workers_endpoint = NULL;
+    cfg.max_queue = max_queue;
+    s_setup_start_cfg (setup, &cfg, with_worker);
 }
 
 static void
@@ -413,6 +437,243 @@ START_TEST (test_submit_failures)
 }
 END_TEST
 
+//  --------------------------------------------------------------------------
+//  Reconnects, duplicates, fetch, busy brokers, admin commands
+
+START_TEST (test_client_rides_out_a_broker_restart)
+{
+    //  A broker with a store; jobs accepted, then it goes away before any
+    //  worker came. A new broker on the same store and port: the client
+    //  reconnects by itself, resends, and gets each result once.
+    char *db = s_path ("jobs.sqlite");
+    broker_config_t cfg;
+    broker_config_default (&cfg);
+    cfg.clients_endpoint = NULL;
+    cfg.workers_endpoint = NULL;
+    cfg.db_path = db;
+    s_setup_t setup;
+    s_setup_start_cfg (&setup, &cfg, false);
+    client_kgym_config_t ccfg;
+    client_kgym_config_default (&ccfg);
+    ccfg.endpoint = setup.clients;
+    ccfg.heartbeat_ms = 200;
+    char err [256];
+    client_kgym_t *client = client_kgym_new_config (&ccfg, err, sizeof (err));
+    ck_assert_msg (client != NULL, "%s", err);
+    uint64_t ids [4] = { 0 };
+    for (uint64_t ref = 1; ref <= 3; ref++) {
+        json_t *job = s_job ("good", "restart");
+        ck_assert_int_eq (client_kgym_submit (client, ref, job, err, sizeof (err)), 0);
+        json_decref (job);
+    }
+    for (int i = 0; i < 3; i++) {
+        client_event_t event;
+        s_next_event (client, &event);
+        ck_assert_int_eq (event.type, CLIENT_EVENT_ACCEPTED);
+        ids [event.ref] = event.job;
+    }
+    //  Same ports for the new broker.
+    char clients [64], workers [64];
+    snprintf (clients, sizeof (clients), "%s", setup.clients);
+    snprintf (workers, sizeof (workers), "%s", setup.workers);
+    s_setup_stop (&setup);
+    cfg.clients_endpoint = clients;
+    cfg.workers_endpoint = workers;
+    s_setup_start_cfg (&setup, &cfg, true);
+    int results = 0;
+    while (results < 3) {
+        client_event_t event;
+        ck_assert_msg (client_kgym_recv (client, WAIT_MS, &event) == 0,
+                       "%d of 3 results within %d ms after the restart", results, WAIT_MS);
+        //  ACCEPTED was handed out already: the resend's answer is not again.
+        ck_assert_int_eq (event.type, CLIENT_EVENT_RESULT);
+        ck_assert_uint_eq (event.job, ids [event.ref]);
+        results++;
+        client_event_clear (&event);
+    }
+    ck_assert_uint_eq (client_kgym_pending (client), 0);
+    ck_assert_uint_ge (client_kgym_reconnects (client), 1);
+    //  Nothing more comes.
+    client_event_t event;
+    ck_assert_int_eq (client_kgym_recv (client, 300, &event), -1);
+
+    //  Another process with the same client id fetches those results by tag.
+    ccfg.client_id = client_kgym_id (client);
+    ccfg.endpoint = setup.clients;
+    client_kgym_t *later = client_kgym_new_config (&ccfg, err, sizeof (err));
+    ck_assert_int_eq (client_kgym_fetch (later, 50, 0, "restart", err, sizeof (err)), 0);
+    int fetched = 0;
+    while (true) {
+        s_next_event (later, &event);
+        if (event.type == CLIENT_EVENT_DONE) {
+            ck_assert_uint_eq (event.ref, 50);
+            ck_assert_uint_eq (event.count, 3);
+            ck_assert_uint_eq (event.pending, 0);
+            break;
+        }
+        ck_assert_int_eq (event.type, CLIENT_EVENT_RESULT);
+        ck_assert_uint_eq (event.job, ids [event.ref]);
+        fetched++;
+        client_event_clear (&event);
+    }
+    ck_assert_int_eq (fetched, 3);
+    client_kgym_destroy (&later);
+    client_kgym_destroy (&client);
+    s_setup_stop (&setup);
+    zstr_free (&db);
+}
+END_TEST
+
+//  A fake broker: a ROUTER the test drives by hand.
+static void
+s_router_send (zsock_t *router, zframe_t *to, proto_cmd_t cmd, uint64_t ref, uint64_t job,
+               const char *body)
+{
+    proto_msg_t *msg = proto_msg_new (cmd);
+    zframe_t *identity = zframe_dup (to);
+    proto_msg_set_routing_id (msg, &identity);
+    msg->ref = ref;
+    msg->job = job;
+    proto_msg_set_str (msg->name, "w");
+    if (body) {
+        zframe_t *frame = zframe_new (body, strlen (body));
+        proto_msg_set_body (msg, &frame);
+    }
+    ck_assert_int_eq (proto_msg_send (msg, router), 0);
+    proto_msg_destroy (&msg);
+}
+
+START_TEST (test_client_hands_out_each_reply_once)
+{
+    zsock_t *router = zsock_new (ZMQ_ROUTER);
+    int port = zsock_bind (router, "tcp://127.0.0.1:*");
+    ck_assert_int_gt (port, 0);
+    char endpoint [64];
+    snprintf (endpoint, sizeof (endpoint), "tcp://127.0.0.1:%d", port);
+    client_kgym_t *client = client_kgym_new (endpoint);
+    char err [256];
+    unsigned char body [] = { 0x80 };
+    ck_assert_int_eq (client_kgym_submit_encoded (client, 1, "cpu", NULL, body, 1, err, sizeof (err)), 0);
+    //  A ref in flight cannot be used again.
+    ck_assert_int_eq (client_kgym_submit_encoded (client, 1, "cpu", NULL, body, 1, err, sizeof (err)), -1);
+    proto_msg_t *in = proto_msg_new (0);
+    ck_assert_int_eq (proto_msg_recv (in, router), 0);
+    ck_assert_int_eq (in->cmd, PROTO_SUBMIT);
+    ck_assert_str_eq (in->client, client_kgym_id (client));
+    ck_assert_uint_eq (in->retry, 0);
+    zframe_t *to = zframe_dup (in->routing_id);
+    //  Everything twice, as after a resend: ACCEPTED, RESULT; and a RESULT
+    //  for a job id already seen under another ref.
+    const char *result = "\x81\xa6status\xa2ok";
+    s_router_send (router, to, PROTO_ACCEPTED, 1, 41, NULL);
+    s_router_send (router, to, PROTO_ACCEPTED, 1, 41, NULL);
+    s_router_send (router, to, PROTO_RESULT, 1, 41, result);
+    s_router_send (router, to, PROTO_RESULT, 1, 41, result);
+    s_router_send (router, to, PROTO_RESULT, 7, 41, result);
+    //  A RESULT of this client's job submitted elsewhere (a fetch): handed out.
+    s_router_send (router, to, PROTO_RESULT, 9, 43, result);
+    client_event_t event;
+    s_next_event (client, &event);
+    ck_assert_int_eq (event.type, CLIENT_EVENT_ACCEPTED);
+    s_next_event (client, &event);
+    ck_assert_int_eq (event.type, CLIENT_EVENT_RESULT);
+    ck_assert_uint_eq (event.job, 41);
+    client_event_clear (&event);
+    s_next_event (client, &event);
+    ck_assert_int_eq (event.type, CLIENT_EVENT_RESULT);
+    ck_assert_uint_eq (event.job, 43);
+    client_event_clear (&event);
+    ck_assert_int_eq (client_kgym_recv (client, 200, &event), -1);
+    ck_assert_uint_eq (client_kgym_duplicates (client), 3);
+    ck_assert_uint_eq (client_kgym_pending (client), 0);
+    zframe_destroy (&to);
+    proto_msg_destroy (&in);
+    client_kgym_destroy (&client);
+    zsock_destroy (&router);
+}
+END_TEST
+
+START_TEST (test_submit_waits_out_a_busy_broker)
+{
+    //  The broker takes one unfinished job per client; kgym submit sends
+    //  five at once, is told 429 for the others, and sends them again later.
+    broker_config_t cfg;
+    broker_config_default (&cfg);
+    cfg.clients_endpoint = NULL;
+    cfg.workers_endpoint = NULL;
+    cfg.max_client_jobs = 1;
+    s_worker_delay_ms = 50;
+    s_setup_t setup;
+    s_setup_start_cfg (&setup, &cfg, true);
+    char *task = s_path ("task.json");
+    char *good = s_path ("good.json");
+    char *argv [] = { "submit", "--broker", setup.clients, "--window", "5", task, good, good, good,
+                      good, good, NULL };
+    char *output;
+    ck_assert_int_eq (s_run_submit (argv, &output), 0);
+    int lines = 0;
+    for (char *c = output; *c; c++)
+        lines += *c == '\n';
+    ck_assert_int_eq (lines, 5);
+    free (output);
+    zstr_send (setup.broker, "STATS");
+    char *stats = zstr_recv (setup.broker);
+    json_t *json = json_loads (stats, 0, NULL);
+    ck_assert_msg (json_integer_value (json_object_get (json, "rejected")) >= 1, "stats: %s", stats);
+    ck_assert_int_eq (json_integer_value (json_object_get (json, "submitted")), 5);
+    json_decref (json);
+    zstr_free (&stats);
+    zstr_free (&task);
+    zstr_free (&good);
+    s_setup_stop (&setup);
+}
+END_TEST
+
+START_TEST (test_admin_drain_fetch_and_keygen)
+{
+    s_setup_t setup;
+    s_setup_start (&setup, 1000, true);
+    //  Wait until the fake worker is registered.
+    for (int i = 0; i < 500; i++) {
+        zstr_send (setup.broker, "STATS");
+        char *stats = zstr_recv (setup.broker);
+        bool up = strstr (stats, "\"workers\":1") != NULL;
+        zstr_free (&stats);
+        if (up)
+            break;
+        zpoller_t *poller = zpoller_new (setup.broker, NULL);
+        zpoller_wait (poller, 10);      //  nothing comes on the pipe: a bounded wait
+        zpoller_destroy (&poller);
+    }
+    char *output;
+    char *drain [] = { "drain", "--broker", setup.clients, "--timeout", "5", "fake-worker", NULL };
+    int rc = client_admin_main (6, drain);
+    ck_assert_int_eq (rc, 0);
+    char *unknown [] = { "drain", "--broker", setup.clients, "--timeout", "5", "no-such-worker", NULL };
+    ck_assert_int_eq (client_admin_main (6, unknown), 1);
+    char *usage [] = { "drain", "fake-worker", NULL };
+    ck_assert_int_eq (client_admin_main (2, usage), 2);
+    //  Keys for CURVE: a public and a secret file.
+    char *key = s_path ("trainer");
+    char *keygen [] = { "keygen", "--name", "test", key, NULL };
+    ck_assert_int_eq (client_admin_main (4, keygen), 0);
+    zcert_t *cert = zcert_load (key);
+    ck_assert_ptr_nonnull (cert);
+    zcert_destroy (&cert);
+    char *secret = zsys_sprintf ("%s_secret", key);
+    struct stat st;
+    ck_assert_int_eq (stat (secret, &st), 0);
+    ck_assert_int_eq (st.st_mode & 077, 0);
+    zstr_free (&secret);
+    zstr_free (&key);
+    //  fetch of a client with no jobs: no lines, exit 0.
+    (void) output;
+    char *fetch [] = { "fetch", "--broker", setup.clients, "--client-id", "nobody", "--timeout", "5", NULL };
+    ck_assert_int_eq (client_admin_main (7, fetch), 0);
+    s_setup_stop (&setup);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -425,6 +686,10 @@ s_suite (void)
     tcase_add_test (tc, test_submit_candidates);
     tcase_add_test (tc, test_submit_batch);
     tcase_add_test (tc, test_submit_failures);
+    tcase_add_test (tc, test_client_rides_out_a_broker_restart);
+    tcase_add_test (tc, test_client_hands_out_each_reply_once);
+    tcase_add_test (tc, test_submit_waits_out_a_busy_broker);
+    tcase_add_test (tc, test_admin_drain_fetch_and_keygen);
     suite_add_tcase (suite, tc);
     return suite;
 }

@@ -373,6 +373,7 @@ s_connect (worker_server_t *self)
     if (!self->broker)
         return -1;
     proto_sock_configure (self->broker, false);
+    zsock_set_sndtimeo (self->broker, 0);      //  a full queue drops a heartbeat, never stalls us
     char err [256];
     if (self->curve_secret
     &&  proto_curve_client (self->broker, self->curve_secret, self->broker_key, err, sizeof err)) {

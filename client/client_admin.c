@@ -1,0 +1,257 @@
+/*  client_admin - the operator's subcommands of `kgym`: drain, fetch, keygen.
+
+    Each is a short conversation through client_kgym: send one request,
+    wait for its DONE (or an ERROR) within --timeout, say what came.
+*/
+#include "client_admin.h"
+#include "client_kgym.h"
+#include "proto_curve.h"
+#include "common_log.h"
+#include <getopt.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+//  Options shared by drain and fetch.
+typedef struct {
+    const char *broker;         //  --broker EP
+    const char *curve_secret;   //  --curve-secret FILE
+    const char *broker_key;     //  --broker-key FILE
+    const char *client_id;      //  --client-id ID (fetch)
+    const char *tag;            //  --tag T (fetch)
+    uint64_t job;               //  --job N (fetch)
+    double timeout_s;           //  --timeout S
+    const char *name;           //  --name NAME (keygen)
+} s_options_t;
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+        "usage: kgym drain  --broker EP [--curve-secret FILE --broker-key FILE] [--timeout S] WORKER...\n"
+        "       kgym fetch  --broker EP --client-id ID [--job N | --tag T] [--curve-secret FILE\n"
+        "                   --broker-key FILE] [--timeout S]\n"
+        "       kgym keygen [--name NAME] PATH      (writes PATH and PATH_secret)\n");
+}
+
+//  Parse; 0, or 2 on a usage error (said on stderr). optind is left at the operands.
+static int
+s_parse (int argc, char **argv, s_options_t *opts)
+{
+    memset (opts, 0, sizeof (*opts));
+    opts->timeout_s = 10;
+    static const struct option options [] = {
+        { "broker", required_argument, NULL, 'b' },
+        { "curve-secret", required_argument, NULL, 'S' },
+        { "broker-key", required_argument, NULL, 'K' },
+        { "client-id", required_argument, NULL, 'i' },
+        { "tag", required_argument, NULL, 'g' },
+        { "job", required_argument, NULL, 'j' },
+        { "timeout", required_argument, NULL, 't' },
+        { "name", required_argument, NULL, 'n' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 }
+    };
+    optind = 0;
+    int opt;
+    char *end;
+    while ((opt = getopt_long (argc, argv, "h", options, NULL)) != -1) {
+        errno = 0;
+        switch (opt) {
+            case 'b': opts->broker = optarg; break;
+            case 'S': opts->curve_secret = optarg; break;
+            case 'K': opts->broker_key = optarg; break;
+            case 'i': opts->client_id = optarg; break;
+            case 'g': opts->tag = optarg; break;
+            case 'n': opts->name = optarg; break;
+            case 'j': {
+                unsigned long long value = strtoull (optarg, &end, 10);
+                if (errno || end == optarg || *end || optarg [0] == '-' || value == 0) {
+                    fprintf (stderr, "kgym %s: --job wants a job id, not '%s'\n", argv [0], optarg);
+                    return 2;
+                }
+                opts->job = value;
+                break;
+            }
+            case 't': {
+                double value = strtod (optarg, &end);
+                if (errno || end == optarg || *end || !(value > 0) || value > 3600) {
+                    fprintf (stderr, "kgym %s: --timeout wants seconds in (0, 3600], not '%s'\n",
+                             argv [0], optarg);
+                    return 2;
+                }
+                opts->timeout_s = value;
+                break;
+            }
+            case 'h':
+                s_usage (stdout);
+                return 1;
+            default:
+                s_usage (stderr);
+                return 2;
+        }
+    }
+    if (!opts->curve_secret != !opts->broker_key) {
+        fprintf (stderr, "kgym %s: --curve-secret and --broker-key go together\n", argv [0]);
+        return 2;
+    }
+    return 0;
+}
+
+static client_kgym_t *
+s_connect (const s_options_t *opts, const char *command)
+{
+    client_kgym_config_t cfg;
+    client_kgym_config_default (&cfg);
+    cfg.endpoint = opts->broker;
+    cfg.client_id = opts->client_id;
+    cfg.curve_secret = opts->curve_secret;
+    cfg.broker_key = opts->broker_key;
+    char err [512];
+    client_kgym_t *client = client_kgym_new_config (&cfg, err, sizeof (err));
+    if (!client)
+        fprintf (stderr, "kgym %s: cannot connect to %s: %s\n", command, opts->broker, err);
+    return client;
+}
+
+//  Wait for the reply to request ref: the DONE event (0), an ERROR (1, said),
+//  or nothing in time (1, said). Results on the way are printed when print.
+static int
+s_wait_done (client_kgym_t *client, const s_options_t *opts, const char *command, uint64_t ref,
+             const char *what, bool print, client_event_t *done)
+{
+    int64_t deadline = zclock_mono () + (int64_t) (opts->timeout_s * 1000);
+    while (true) {
+        int64_t left = deadline - zclock_mono ();
+        client_event_t event;
+        if (left <= 0 || client_kgym_recv (client, (int) left, &event)) {
+            fprintf (stderr, "kgym %s: no answer from the broker at %s within %g s\n", command,
+                     opts->broker, opts->timeout_s);
+            return 1;
+        }
+        if (event.type == CLIENT_EVENT_DONE && event.ref == ref) {
+            *done = event;
+            return 0;
+        }
+        if (event.type == CLIENT_EVENT_ERROR && (event.ref == ref || event.ref == 0)) {
+            fprintf (stderr, "kgym %s: %s: broker error %u: %s\n", command, what, event.code,
+                     event.reason);
+            client_event_clear (&event);
+            return 1;
+        }
+        if (event.type == CLIENT_EVENT_RESULT && print) {
+            char label [64];
+            snprintf (label, sizeof (label), "job %llu", (unsigned long long) event.job);
+            json_t *line = client_result_line (event.result, label);
+            char *text = line? json_dumps (line, JSON_COMPACT): NULL;
+            if (text)
+                printf ("%s\n", text);
+            free (text);
+            json_decref (line);
+        }
+        client_event_clear (&event);
+    }
+}
+
+static int
+s_drain (int argc, char **argv)
+{
+    s_options_t opts;
+    int usage = s_parse (argc, argv, &opts);
+    if (usage)
+        return usage == 1? 0: usage;
+    if (!opts.broker || optind >= argc) {
+        fprintf (stderr, "kgym drain: needs --broker EP and at least one WORKER name\n");
+        return 2;
+    }
+    client_kgym_t *client = s_connect (&opts, "drain");
+    if (!client)
+        return 1;
+    int rc = 0;
+    for (int i = optind; i < argc; i++) {
+        char err [256];
+        uint64_t ref = (uint64_t) (i - optind + 1);
+        client_event_t done;
+        if (client_kgym_drain (client, ref, argv [i], err, sizeof (err))) {
+            fprintf (stderr, "kgym drain: %s: %s\n", argv [i], err);
+            rc = 1;
+        }
+        else
+        if (s_wait_done (client, &opts, "drain", ref, argv [i], false, &done))
+            rc = 1;
+        else
+            fprintf (stderr, "kgym drain: %s: %u worker(s) draining\n", argv [i], done.count);
+    }
+    client_kgym_destroy (&client);
+    return rc;
+}
+
+static int
+s_fetch (int argc, char **argv)
+{
+    s_options_t opts;
+    int usage = s_parse (argc, argv, &opts);
+    if (usage)
+        return usage == 1? 0: usage;
+    if (!opts.broker || !opts.client_id || optind < argc || (opts.job && opts.tag)) {
+        fprintf (stderr, "kgym fetch: needs --broker EP and --client-id ID, and at most one of"
+                         " --job and --tag\n");
+        return 2;
+    }
+    client_kgym_t *client = s_connect (&opts, "fetch");
+    if (!client)
+        return 1;
+    char err [256];
+    client_event_t done;
+    int rc = 1;
+    if (client_kgym_fetch (client, 1, opts.job, opts.tag, err, sizeof (err)))
+        fprintf (stderr, "kgym fetch: %s\n", err);
+    else
+    if (s_wait_done (client, &opts, "fetch", 1, "fetch", true, &done) == 0) {
+        fflush (stdout);
+        fprintf (stderr, "kgym fetch: %u result(s); %u matching job(s) not finished yet\n",
+                 done.count, done.pending);
+        rc = 0;
+    }
+    client_kgym_destroy (&client);
+    return rc;
+}
+
+static int
+s_keygen (int argc, char **argv)
+{
+    s_options_t opts;
+    int usage = s_parse (argc, argv, &opts);
+    if (usage)
+        return usage == 1? 0: usage;
+    if (optind != argc - 1) {
+        fprintf (stderr, "kgym keygen: needs one PATH\n");
+        return 2;
+    }
+    const char *path = argv [optind];
+    char err [512];
+    if (proto_curve_keygen (path, opts.name, err, sizeof (err))) {
+        fprintf (stderr, "kgym keygen: %s\n", err);
+        return 1;
+    }
+    fprintf (stderr, "kgym keygen: wrote %s (public) and %s_secret (secret)\n", path, path);
+    return 0;
+}
+
+int
+client_admin_main (int argc, char **argv)
+{
+    if (argc < 1 || !argv [0]) {
+        s_usage (stderr);
+        return 2;
+    }
+    if (streq (argv [0], "drain"))
+        return s_drain (argc, argv);
+    if (streq (argv [0], "fetch"))
+        return s_fetch (argc, argv);
+    if (streq (argv [0], "keygen"))
+        return s_keygen (argc, argv);
+    s_usage (stderr);
+    return 2;
+}
