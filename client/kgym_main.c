@@ -12,6 +12,7 @@
 */
 #include "kgym_cli.h"
 #include "client_submit.h"
+#include "client_admin.h"
 #include "client_kgym.h"
 #include "client_format.h"
 #include "worker_eval.h"
@@ -45,6 +46,9 @@ s_usage (FILE *out)
         "  demo    [--workers N] [--examples DIR]\n"
         "          start a broker and local workers, grade the bundled examples, print a table\n"
         "  cache   stats|clear [--cache PATH]\n"
+        "  drain   --broker EP WORKER...   let workers finish their jobs, take no new ones, and leave\n"
+        "  fetch   --broker EP --client-id ID [--job N | --tag T]   results the broker kept\n"
+        "  keygen  [--name NAME] PATH      a CURVE certificate pair (PATH and PATH_secret)\n"
         "  version\n");
 }
 
@@ -223,6 +227,8 @@ main (int argc, char **argv)
         return kgym_demo_main (argc - 1, argv + 1);
     if (streq (command, "cache"))
         return s_cache (argc - 1, argv + 1);
+    if (streq (command, "drain") || streq (command, "fetch") || streq (command, "keygen"))
+        return client_admin_main (argc - 1, argv + 1);
     if (streq (command, "compile"))
         return kgym_compile_main (argc - 1, argv + 1);
     if (streq (command, "version") || streq (command, "--version")) {

@@ -307,6 +307,51 @@ START_TEST (test_fresh_runner_per_job)
 }
 END_TEST
 
+static int s_quarantine_calls;
+
+static void
+s_on_quarantine (void *arg, const char *reason)
+{
+    (void) arg;
+    printf ("quarantine: %s\n", reason);
+    s_quarantine_calls++;
+}
+
+//  After a kernel fault the next job first runs the known-good health job on
+//  the fresh runner; a healthy GPU passes it and is not quarantined.
+START_TEST (test_health_check_after_fault)
+{
+    char err [512] = "";
+    worker_eval_config_t cfg;
+    worker_eval_config_default (&cfg);
+    cfg.backend = "cuda";
+    cfg.on_quarantine = s_on_quarantine;
+    s_backend (false, 0);               //  makes the shared cache
+    worker_cuda_t *cuda = worker_cuda_new (&cfg, s_cache, err, sizeof err);
+    ck_assert_msg (cuda != NULL, "worker_cuda_new: %s", err);
+    json_t *task = testutil_load_json ("examples/cuda/rmsnorm_f32/task.json");
+    worker_outcome_t out;
+    s_grade (cuda, task, "rmsnorm_f32", "trap", NULL, 3, &out);
+    ck_assert_msg (out.status == STATUS_RUNTIME_ERROR, "trap: %s", out.message);
+    worker_outcome_clear (&out);
+    worker_cuda_stats_t before, after;
+    worker_cuda_stats (cuda, &before);
+    s_grade (cuda, task, "rmsnorm_f32", "naive", NULL, 4, &out);
+    worker_cuda_stats (cuda, &after);
+    ck_assert_msg (out.status == STATUS_OK, "after the fault: %s", out.message);
+    ck_assert_msg (after.jobs == before.jobs + 2, "the health job and the naive job ran (jobs %llu -> %llu)",
+                   (unsigned long long) before.jobs, (unsigned long long) after.jobs);
+    char reason [256] = "";
+    ck_assert_msg (!worker_cuda_quarantined (cuda, reason, sizeof reason), "quarantined: %s", reason);
+    ck_assert_int_eq (s_quarantine_calls, 0);
+    printf ("health check after a trap: passed (jobs %llu -> %llu)\n", (unsigned long long) before.jobs,
+            (unsigned long long) after.jobs);
+    worker_outcome_clear (&out);
+    json_decref (task);
+    worker_cuda_destroy (&cuda);
+}
+END_TEST
+
 START_TEST (test_memory_cap_makes_invalid)
 {
     worker_cuda_t *cuda = s_backend (false, 1 << 20);
@@ -875,6 +920,7 @@ main (void)
     tcase_add_loop_test (tc, test_examples_get_expected_status, 0, (int) NTASKS);
     tcase_add_test (tc, test_timing_repeats_agree);
     tcase_add_test (tc, test_fresh_runner_per_job);
+    tcase_add_test (tc, test_health_check_after_fault);
     tcase_add_test (tc, test_memory_cap_makes_invalid);
     tcase_add_test (tc, test_ptx_candidates_and_signatures);
     suite_add_tcase (suite, tc);

@@ -45,7 +45,29 @@ struct worker_cuda_t {
     unsigned cg_serial;         //  names cgroups uniquely
     char caps [512];            //  sandbox caps of the current runner (JSON)
     worker_cuda_stats_t stats;  //  counters
+    //  health: after a kernel fault the next runner grades a known-good job first
+    bool check_pending;         //  a fault happened since the last check
+    bool quarantined;           //  the GPU failed the check: no more jobs
+    char quarantine_reason [256];   //  why
+    common_job_t *health_job;   //  the known-good job, parsed once
+    void (*on_quarantine) (void *arg, const char *reason);
+    void *on_quarantine_arg;
 };
+
+//  The known-good job: y = 2x over 1 Mi floats, candidate and reference alike.
+static const char *s_health_job_json =
+    "{\"task\": {\"name\": \"kgym_health\", \"backend\": \"cuda\","
+    " \"args\": [{\"name\": \"x\", \"kind\": \"input\", \"dtype\": \"f32\", \"shape\": [\"N\"]},"
+    "  {\"name\": \"y\", \"kind\": \"output\", \"dtype\": \"f32\", \"shape\": [\"N\"]},"
+    "  {\"name\": \"N\", \"kind\": \"scalar\", \"dtype\": \"i32\", \"value\": \"N\"}],"
+    " \"sizes\": [{\"N\": 1048576}], \"tolerance\": {\"atol\": 0, \"rtol\": 0},"
+    " \"reference\": {\"source\": \"extern \\\"C\\\" __global__ void r(const float *x, float *y, int n)"
+    " { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = 2.0f * x[i]; }\","
+    "  \"launches\": [{\"kernel\": \"r\", \"grid\": [\"cdiv(N,256)\"], \"block\": [256]}]}},"
+    " \"candidate\": {\"source\": \"extern \\\"C\\\" __global__ void c(const float *x, float *y, int n)"
+    " { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i] + x[i]; }\","
+    "  \"launches\": [{\"kernel\": \"c\", \"grid\": [\"cdiv(N,256)\"], \"block\": [256]}]},"
+    " \"eval\": {\"trials\": 2, \"check_only\": true, \"profile\": false, \"timeout\": 20, \"seed\": 7}}";
 
 struct worker_cuda_job_t {
     const common_job_t *job;    //  borrowed
@@ -240,6 +262,8 @@ worker_cuda_new (const worker_eval_config_t *cfg, worker_cache_t *cache, char *e
     if (self->host_mem < (1ull << 30))
         self->host_mem = 1ull << 30;     //  a CUDA process needs a few hundred MiB of host memory
     self->fresh_runner = cfg && cfg->fresh_runner;
+    self->on_quarantine = cfg? cfg->on_quarantine: NULL;
+    self->on_quarantine_arg = cfg? cfg->on_quarantine_arg: NULL;
     //  KGYM_CUDA_RELOAD=0 trades the reload of trusted device code after
     //  each candidate run (docs/cuda.md) for ~0.3 ms per input set.
     const char *reload = getenv ("KGYM_CUDA_RELOAD");
@@ -311,6 +335,7 @@ worker_cuda_destroy (worker_cuda_t **self_p)
     s_runner_stop (self);
     pthread_mutex_unlock (&self->lock);
     pthread_mutex_destroy (&self->lock);
+    common_job_destroy (&self->health_job);
     free (self->internal);
     free (self);
     *self_p = NULL;
@@ -507,25 +532,23 @@ s_fill_outcome (worker_outcome_t *out, json_t *result)
     }
 }
 
-void
-worker_cuda_execute (worker_cuda_t *self, worker_cuda_job_t **job_p, worker_outcome_t *out)
+//  Run one prepared job on the runner (lock held). Sets *faulted when the
+//  runner had to be replaced because of what ran (hang, death, sticky error).
+static void
+s_run_locked (worker_cuda_t *self, worker_cuda_job_t *prep, worker_outcome_t *out, bool *faulted)
 {
-    if (!job_p || !*job_p)
-        return;
-    worker_cuda_job_t *prep = *job_p;
-    double t0 = cuda_now ();
-    pthread_mutex_lock (&self->lock);
     char err [512] = "";
+    *faulted = false;
     if (s_runner_ready (self, err, sizeof err)) {
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "cannot start kgym-cuda-runner: %s", err);
-        goto done;
+        return;
     }
     json_t *plan = cuda_plan_to_json (prep->plan);
     char *text = plan? json_dumps (plan, JSON_COMPACT): NULL;
     json_decref (plan);
     if (!text) {
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "out of memory");
-        goto done;
+        return;
     }
     const void *blobs [3];
     size_t sizes [3];
@@ -540,13 +563,13 @@ worker_cuda_execute (worker_cuda_t *self, worker_cuda_job_t **job_p, worker_outc
     char why [256] = "";
     int rc = sent? -1: cuda_msg_recv (fd, &msg, prep->timeout_s, why, sizeof why);
     self->stats.jobs++;
-    bool recycle = self->fresh_runner;
+    bool recycle = self->fresh_runner, fault = false;
     if (rc == 1) {
         //  Hung (or just too slow): the whole group and cgroup go.
         worker_outcome_fail (out, STATUS_TIMEOUT, "timed out after %.1f s (eval.timeout_s %g + "
                              "%.1f s allowance); the runner was replaced", prep->timeout_s,
                              prep->job->eval.timeout_s, prep->timeout_s - prep->job->eval.timeout_s);
-        recycle = true;
+        recycle = fault = true;
     }
     else if (rc != 0) {
         int wstatus = 0;
@@ -557,7 +580,7 @@ worker_cuda_execute (worker_cuda_t *self, worker_cuda_job_t **job_p, worker_outc
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "kgym-cuda-runner died during the job "
                              "(%s%s; %s)", what, oom? ", host memory cap reached": "",
                              sent? "send failed": why);
-        recycle = true;
+        recycle = fault = true;
     }
     else {
         json_error_t jerr;
@@ -565,26 +588,92 @@ worker_cuda_execute (worker_cuda_t *self, worker_cuda_job_t **job_p, worker_outc
         cuda_msg_free (&msg);
         if (!result) {
             worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "malformed result from kgym-cuda-runner");
-            recycle = true;
+            recycle = fault = true;
         }
         else {
             s_fill_outcome (out, result);
             if (json_is_true (json_object_get (result, "fatal")))
-                recycle = true;
+                recycle = fault = true;
             json_decref (result);
         }
     }
     snprintf (out->sandbox, sizeof out->sandbox, "%s", self->caps);
+    *faulted = fault;
     if (recycle) {
         //  Start the next runner now: its cuInit overlaps the next prepare.
         s_runner_stop (self);
         if (s_runner_spawn (self, err, sizeof err))
             log_warn ("cuda", "cannot respawn kgym-cuda-runner: %s", err);
     }
-done:
+}
+
+//  After a fault: grade the known-good job on the fresh runner (lock held).
+//  A GPU that gets it wrong is quarantined: no job is graded on it again.
+static void
+s_health_check (worker_cuda_t *self)
+{
+    self->check_pending = false;
+    char err [512] = "";
+    if (!self->health_job) {
+        json_t *json = json_loads (s_health_job_json, 0, NULL);
+        self->health_job = json? common_job_from_json (json, err, sizeof err): NULL;
+        json_decref (json);
+        if (!self->health_job) {
+            log_error ("cuda", "the health-check job does not parse: %s", err);
+            return;
+        }
+    }
+    worker_outcome_t out;
+    worker_outcome_init (&out);
+    worker_cuda_job_t *prep = worker_cuda_prepare (self, self->health_job, 7, &out);
+    bool faulted = false;
+    if (prep)
+        s_run_locked (self, prep, &out, &faulted);
+    worker_cuda_job_destroy (&prep);
+    if (out.status == STATUS_OK)
+        log_info ("cuda", "GPU %d passed its health check after a kernel fault", self->device);
+    else {
+        self->quarantined = true;
+        snprintf (self->quarantine_reason, sizeof self->quarantine_reason,
+                  "GPU %d failed its health check after a kernel fault: %s: %s", self->device,
+                  worker_status_name (out.status), out.message);
+        log_error ("cuda", "%s; quarantined", self->quarantine_reason);
+        if (self->on_quarantine)
+            self->on_quarantine (self->on_quarantine_arg, self->quarantine_reason);
+    }
+    worker_outcome_clear (&out);
+}
+
+void
+worker_cuda_execute (worker_cuda_t *self, worker_cuda_job_t **job_p, worker_outcome_t *out)
+{
+    if (!job_p || !*job_p)
+        return;
+    double t0 = cuda_now ();
+    pthread_mutex_lock (&self->lock);
+    if (self->check_pending)
+        s_health_check (self);
+    if (self->quarantined)
+        worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "not graded: %s", self->quarantine_reason);
+    else {
+        bool faulted = false;
+        s_run_locked (self, *job_p, out, &faulted);
+        self->check_pending = faulted;
+    }
     pthread_mutex_unlock (&self->lock);
     out->run_s = cuda_now () - t0;
     worker_cuda_job_destroy (job_p);
+}
+
+bool
+worker_cuda_quarantined (worker_cuda_t *self, char *reason, size_t len)
+{
+    pthread_mutex_lock (&self->lock);
+    bool quarantined = self->quarantined;
+    if (quarantined && reason && len)
+        snprintf (reason, len, "%s", self->quarantine_reason);
+    pthread_mutex_unlock (&self->lock);
+    return quarantined;
 }
 
 json_t *

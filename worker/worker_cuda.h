@@ -78,6 +78,11 @@ void worker_cuda_stats (worker_cuda_t *self, worker_cuda_stats_t *stats);
 //  report {"call", "code_read", "code_write", ...} (new reference) or NULL.
 json_t *worker_cuda_selftest (worker_cuda_t *self);
 
+//  True once the GPU failed its health check (a known-good job graded on a
+//  fresh runner after any kernel fault); reason says why. Every later job is
+//  then internal_error, and cfg->on_quarantine was called once.
+bool worker_cuda_quarantined (worker_cuda_t *self, char *reason, size_t len);
+
 //  Without creating a backend: spawn a runner for device, read its HELLO,
 //  end it. 0 with the arch (e.g. "sm_90") and the HELLO object (new
 //  reference, may pass NULL); 1 when there is no usable GPU (err says

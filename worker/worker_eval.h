@@ -30,6 +30,10 @@ typedef struct {
     uint64_t max_tensor_bytes;  //  per-size cap on tensors + workspace
     uint64_t sandbox_mem_bytes; //  memory cap for a runner beyond its tensors
     bool fresh_runner;          //  CUDA: a fresh runner per job (strictest)
+    //  Called (from a job's thread) when the GPU fails its health check after a
+    //  kernel fault: the worker must stop taking jobs. May be NULL.
+    void (*on_quarantine) (void *arg, const char *reason);
+    void *on_quarantine_arg;    //  passed to on_quarantine
 } worker_eval_config_t;
 
 void worker_eval_config_default (worker_eval_config_t *cfg);

@@ -155,6 +155,13 @@ s_job_actor (zsock_t *pipe, void *args)
     json_decref (result);
 }
 
+//  The evaluator found the GPU unfit (from a job's thread): stop taking jobs.
+static void
+s_quarantine (void *arg, const char *reason)
+{
+    worker_server_set_state ((worker_server_t *) arg, WORKER_STATE_QUARANTINED, reason);
+}
+
 worker_server_t *
 worker_server_new (const worker_config_t *cfg, char *err, size_t errlen)
 {
@@ -217,6 +224,8 @@ worker_server_new (const worker_config_t *cfg, char *err, size_t errlen)
     ecfg.cache_path = cfg->cache_path;
     ecfg.worker_name = self->name;
     ecfg.fresh_runner = cfg->fresh_runner;
+    ecfg.on_quarantine = s_quarantine;
+    ecfg.on_quarantine_arg = self;
     self->eval = worker_eval_new (&ecfg, err, errlen);
     self->jobs = zlistx_new ();
     if (!self->eval || !self->jobs) {
