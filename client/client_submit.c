@@ -7,6 +7,7 @@
     as it arrives. Everything that stops the run says why in one line.
 */
 #include "client_submit.h"
+#include "client_format.h"
 #include "client_kgym.h"
 #include "common_log.h"
 #include <getopt.h>
@@ -42,6 +43,8 @@ typedef struct {
     const char *broker_key;     //  --broker-key FILE, or NULL
     uint32_t heartbeat_ms;      //  --heartbeat MS
     const char *batch;          //  --batch FILE|-, or NULL
+    bool table;                 //  --profile: readable blocks (stdout, or stderr with --json)
+    bool json_lines;            //  --json: keep the JSON lines on stdout
     char **paths;               //  TASK CANDIDATE...
     int npaths;                 //  entries in paths
 } s_options_t;
@@ -105,7 +108,9 @@ s_usage (FILE *out)
         "  --heartbeat MS         heartbeat interval towards the broker (default 1000)\n"
         "  --curve-secret FILE    own secret certificate (kgym keygen): CURVE to the broker\n"
         "  --broker-key FILE      the broker's public certificate (with --curve-secret)\n"
-        "  --batch FILE|-         one job per line: {\"task\", \"candidate\", \"eval\", \"reward\", \"tag\"}\n");
+        "  --batch FILE|-         one job per line: {\"task\", \"candidate\", \"eval\", \"reward\", \"tag\"}\n"
+        "  --profile              per result, the feedback and a per-kernel table instead of JSON lines\n"
+        "  --json                 with --profile: JSON lines on stdout, the tables on stderr\n");
 }
 
 //  Load a JSON file of at most SUBMIT_MAX_FILE bytes.
@@ -458,6 +463,8 @@ s_parse (int argc, char **argv, s_options_t *opts)
         { "heartbeat", required_argument, NULL, 'H' },
         { "curve-secret", required_argument, NULL, 'S' },
         { "broker-key", required_argument, NULL, 'K' },
+        { "profile", no_argument, NULL, 'p' },
+        { "json", no_argument, NULL, 'j' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
@@ -533,6 +540,12 @@ s_parse (int argc, char **argv, s_options_t *opts)
                     return 2;
                 }
                 opts->tag = optarg;
+                break;
+            case 'p':
+                opts->table = true;
+                break;
+            case 'j':
+                opts->json_lines = true;
                 break;
             case 'w': {
                 unsigned long value = strtoul (optarg, &end, 10);
@@ -701,7 +714,12 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
                 json_t *line = client_result_line (event.result, run->labels [event.ref]);
                 char *text = line? json_dumps (line, JSON_COMPACT): NULL;
                 json_decref (line);
-                if (!text || printf ("%s\n", text) < 0 || fflush (stdout)) {
+                //  --profile alone: readable blocks on stdout; with --json, on stderr.
+                if (opts->table)
+                    client_format_profile (event.result, run->labels [event.ref],
+                                           opts->json_lines? stderr: stdout);
+                bool print = !opts->table || opts->json_lines;
+                if (!text || (print && printf ("%s\n", text) < 0) || fflush (stdout)) {
                     snprintf (err, errlen, "cannot write the result of %s", s_label (run, event.ref));
                     rc = -1;
                 }
