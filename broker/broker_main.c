@@ -4,13 +4,17 @@
                 [--max-queue N] [--max-client-jobs N] [--max-attempts N]
                 [--db PATH [--sync normal|full]] [--keep-results N] [--keep-seconds S]
                 [--curve-secret FILE --trainer-keys DIR --worker-keys DIR]
-                [-v|--verbose]
+                [--metrics HOST:PORT] [--log-format text|json|journal] [-v|--verbose]
     Stops cleanly on SIGINT/SIGTERM (CZMQ's handler interrupts the actor's
     poll); exits 1 with a one-line reason when it cannot start (bind,
-    database, keys).
+    database, keys, metrics address). With --metrics it owns the registry
+    and its HTTP server (docs/metrics.md) and lends the figures to the
+    actor; under systemd it says READY=1 once bound and STOPPING=1 on exit.
 */
 #include "broker_server.h"
 #include "common_log.h"
+#include "common_metrics_http.h"
+#include "common_notify.h"
 #include <getopt.h>
 #include <errno.h>
 #include <stdio.h>
@@ -36,6 +40,8 @@ s_usage (FILE *out)
         "  --curve-secret FILE  the broker's secret certificate (kgym keygen): CURVE on both sockets\n"
         "  --trainer-keys DIR   public certificates of the clients allowed in (with --curve-secret)\n"
         "  --worker-keys DIR    public certificates of the workers allowed in (with --curve-secret)\n"
+        "  --metrics HOST:PORT  serve /metrics, /healthz, /readyz there (docs/metrics.md)\n"
+        "  --log-format F       text, json or journal (default text, or $KGYM_LOG_FORMAT)\n"
         "  -v, --verbose        log every job\n");
 }
 
@@ -74,10 +80,13 @@ main (int argc, char **argv)
         { "curve-secret", required_argument, NULL, 's' },
         { "trainer-keys", required_argument, NULL, 't' },
         { "worker-keys", required_argument, NULL, 'W' },
+        { "metrics", required_argument, NULL, 'm' },
+        { "log-format", required_argument, NULL, 'L' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
+    const char *metrics_address = NULL;
     int opt;
     while ((opt = getopt_long (argc, argv, "vh", options, NULL)) != -1) {
         switch (opt) {
@@ -101,6 +110,17 @@ main (int argc, char **argv)
             case 's': cfg.curve_secret = optarg; break;
             case 't': cfg.trainer_keys = optarg; break;
             case 'W': cfg.worker_keys = optarg; break;
+            case 'm': metrics_address = optarg; break;
+            case 'L': {
+                common_log_format_t format;
+                if (common_log_format_parse (optarg, &format)) {
+                    fprintf (stderr, "kgym-broker: --log-format wants text, json or journal, not '%s'\n",
+                             optarg);
+                    return 2;
+                }
+                common_log_set_format (format);
+                break;
+            }
             case 'v': common_log_set_level (LOG_LEVEL_DEBUG); break;
             case 'h': s_usage (stdout); return 0;
             default: s_usage (stderr); return 2;
@@ -119,9 +139,33 @@ main (int argc, char **argv)
         return 2;
     }
     zsys_init ();
+    common_metrics_t *metrics = NULL;
+    common_metrics_http_t *http = NULL;
+    common_metrics_broker_t figures;
+    if (metrics_address) {
+        char err [256] = "";
+        metrics = common_metrics_new ();
+        if (metrics && common_metrics_kgym_broker (metrics, &figures))
+            log_warn ("broker", "some metric families could not be registered");
+        http = metrics? common_metrics_http_new (metrics, metrics_address, err, sizeof err): NULL;
+        if (!http) {
+            fprintf (stderr, "kgym-broker: --metrics %s: %s\n", metrics_address,
+                     err [0]? err: "out of memory");
+            common_metrics_destroy (&metrics);
+            return 1;
+        }
+        //  Alive from here on; the stall check catches a wedged actor loop.
+        common_metrics_set_alive (metrics, true, NULL);
+        common_metrics_set_stall (metrics, 30 + 3.0 * cfg.heartbeat_ms / 1000);
+        cfg.metrics = &figures;
+        cfg.registry = metrics;
+    }
+    cfg.notify = true;
     zactor_t *broker = zactor_new (broker_server_actor, &cfg);
     if (!broker) {
         fprintf (stderr, "kgym-broker: cannot start the broker\n");
+        common_metrics_http_destroy (&http);
+        common_metrics_destroy (&metrics);
         return 1;
     }
     zstr_send (broker, "ENDPOINTS");
@@ -131,13 +175,21 @@ main (int argc, char **argv)
         zstr_free (&clients);
         zstr_free (&workers);
         zactor_destroy (&broker);
+        common_metrics_http_destroy (&http);
+        common_metrics_destroy (&metrics);
         return 1;
     }
     fprintf (stderr, "kgym-broker: clients on %s, workers on %s%s%s%s\n", clients, workers,
              cfg.db_path? ", jobs in ": "", cfg.db_path? cfg.db_path: "",
              cfg.curve_secret? ", CURVE on": "");
+    if (http)
+        fprintf (stderr, "kgym-broker: metrics on http://%s/metrics\n",
+                 common_metrics_http_address (http));
     zstr_free (&clients);
     zstr_free (&workers);
+    //  Sockets bound and the store open: ready.
+    common_metrics_set_ready (metrics, true, NULL);
+    common_notify_ready ("serving");
 
     //  The actor stops itself on SIGINT/SIGTERM; wait for that.
     zpoller_t *poller = zpoller_new (broker, NULL);
@@ -152,7 +204,11 @@ main (int argc, char **argv)
             break;
     }
     zpoller_destroy (&poller);
+    common_notify_stopping ("stopping");
+    common_metrics_set_ready (metrics, false, "stopping");
     zactor_destroy (&broker);
+    common_metrics_http_destroy (&http);
+    common_metrics_destroy (&metrics);
     fprintf (stderr, "kgym-broker: stopped\n");
     return 0;
 }

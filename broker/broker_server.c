@@ -27,6 +27,7 @@
 #include "proto_mpk.h"
 #include "proto_curve.h"
 #include "common_log.h"
+#include "common_notify.h"
 #include <time.h>
 #include <errno.h>
 #include <string.h>
@@ -72,6 +73,8 @@ struct _s_job_t {
     s_worker_t *worker;         //  lease holder while running
     int64_t accepted_us;        //  wall clock, when it was accepted
     int64_t dispatched_us;      //  wall clock, first dispatch (0 = never)
+    int64_t leased_us;          //  wall clock, latest dispatch (0 = never)
+    char status [16];           //  once done: the result's status from the RESULT header, or ""
     int64_t finished_us;        //  wall clock, when the result came
     double queue_s;             //  once done: accepted to first dispatch
     s_job_t *prev, *next;       //  links in the list of its state
@@ -180,8 +183,36 @@ typedef struct {
     proto_msg_t *in;            //  message being handled
     proto_msg_t *out;           //  message being sent (fields lent, see s_send)
     s_stats_t stats;            //  counters
+    common_metrics_broker_t m;  //  Prometheus figures (all NULL without metrics: no-ops)
+    bool metrics;               //  cfg.metrics was given: refresh the gauges each turn
+    int64_t next_status_us;     //  sd_notify: next STATUS line (monotonic)
+    int64_t next_watchdog_us;   //  sd_notify: next WATCHDOG=1 (monotonic), 0 = no watchdog
+    int64_t watchdog_us;        //  sd_notify: half of $WATCHDOG_USEC
     bool terminated;            //  $TERM received
 } s_broker_t;
+
+//  The result statuses of docs/results.md: the values kgym_jobs_completed_total
+//  takes (anything else counts as "unknown", so a peer cannot grow the family).
+static const char *s_result_statuses [] = {
+    "ok", "compile_error", "incorrect", "runtime_error", "timeout", "invalid", "internal_error"
+};
+
+static const char *
+s_status_label (const char *status)
+{
+    for (size_t i = 0; i < sizeof s_result_statuses / sizeof s_result_statuses [0]; i++)
+        if (streq (status, s_result_statuses [i]))
+            return s_result_statuses [i];
+    return "unknown";
+}
+
+//  A STATS counter and its Prometheus twin.
+static void
+s_bump (uint64_t *counter, common_metric_t *metric)
+{
+    (*counter)++;
+    common_metric_inc (metric);
+}
 
 static int64_t
 s_now_us (void)
@@ -345,7 +376,7 @@ s_send_error (s_broker_t *self, zsock_t *sock, zframe_t *identity, uint32_t code
     self->out->job = job;
     if (s_send (self, sock, identity, NULL)) {
         if (sock == self->clients)
-            self->stats.undeliverable++;
+            s_bump (&self->stats.undeliverable, self->m.results_undeliverable);
         log_debug ("broker", "ERROR %u not delivered: %s", code, zmq_strerror (errno));
     }
 }
@@ -512,7 +543,7 @@ s_send_result (s_broker_t *self, s_job_t *job, zframe_t *body, zframe_t *to)
     s_client_t *client = job->client;
     zframe_t *identity = to? to: client? client->identity: NULL;
     if (!identity) {
-        self->stats.undeliverable++;
+        s_bump (&self->stats.undeliverable, self->m.results_undeliverable);
         return -1;
     }
     proto_msg_reset (self->out, PROTO_RESULT);
@@ -521,9 +552,10 @@ s_send_result (s_broker_t *self, s_job_t *job, zframe_t *body, zframe_t *to)
     self->out->attempt = job->attempt;
     self->out->queue_s = job->queue_s;
     proto_msg_set_str (self->out->name, job->graded_by? job->graded_by: BROKER_NAME);
+    proto_msg_set_str (self->out->status, job->status);
     if (s_send (self, self->clients, identity, body) == 0)
         return 0;
-    self->stats.undeliverable++;
+    s_bump (&self->stats.undeliverable, self->m.results_undeliverable);
     log_info ("broker", "result of job %" PRIu64 " (ref %" PRIu64 ") kept: client %s", job->id,
               job->ref, errno == EHOSTUNREACH? "has gone": "is not reading");
     if (errno == EHOSTUNREACH && client && identity == client->identity)
@@ -551,8 +583,10 @@ s_resend_result (s_broker_t *self, s_job_t *job, zframe_t *to)
 }
 
 //  The job is finished with this result (taken): keep it, tell the client.
+//  status: the result's status as the RESULT header said it ("" = not said).
 static void
-s_job_finish (s_broker_t *self, s_job_t *job, zframe_t **result_p, const char *graded_by)
+s_job_finish (s_broker_t *self, s_job_t *job, zframe_t **result_p, const char *graded_by,
+              const char *status)
 {
     zframe_t *result = *result_p;
     *result_p = NULL;
@@ -560,6 +594,13 @@ s_job_finish (s_broker_t *self, s_job_t *job, zframe_t **result_p, const char *g
     job->worker = NULL;
     job->client->unfinished--;
     job->finished_us = s_wall_us ();
+    snprintf (job->status, sizeof job->status, "%s", status && *status? s_status_label (status): "");
+    common_metric_inc (self->m.jobs_completed, job->status [0]? job->status: "unknown");
+    if (job->leased_us)
+        common_metric_observe (self->m.job_duration,
+                               (double) (job->finished_us - job->leased_us) / 1e6, "lease");
+    common_metric_observe (self->m.job_duration,
+                           (double) (job->finished_us - job->accepted_us) / 1e6, "total");
     job->queue_s = job->dispatched_us? (double) (job->dispatched_us - job->accepted_us) / 1e6: 0;
     free (job->graded_by);
     job->graded_by = strdup (graded_by);
@@ -596,7 +637,7 @@ s_job_fail (s_broker_t *self, s_job_t *job)
         result = zframe_new ("\x80", 1);        //  out of memory: an empty map still answers
     self->stats.failed++;
     log_warn ("broker", "job %" PRIu64 " (ref %" PRIu64 ") failed: %s", job->id, job->ref, message);
-    s_job_finish (self, job, &result, BROKER_NAME);
+    s_job_finish (self, job, &result, BROKER_NAME, "internal_error");
     zframe_destroy (&result);
 }
 
@@ -617,8 +658,13 @@ s_dispatch (s_broker_t *self, s_backend_t *backend)
         job->attempt++;
         job->state = JOB_RUNNING;
         job->worker = worker;
-        if (!job->dispatched_us)
-            job->dispatched_us = s_wall_us ();
+        job->leased_us = s_wall_us ();
+        if (!job->dispatched_us) {
+            job->dispatched_us = job->leased_us;
+            common_metric_observe (self->m.queue_wait,
+                                   (double) (job->dispatched_us - job->accepted_us) / 1e6,
+                                   backend->name);
+        }
         s_list_push_back (&worker->jobs, job);
         self->inflight++;
 
@@ -627,6 +673,7 @@ s_dispatch (s_broker_t *self, s_backend_t *backend)
         self->out->attempt = job->attempt;
         if (s_send (self, self->workers, worker->identity, job->body) == 0) {
             self->stats.dispatched++;
+            common_metric_inc (self->m.jobs_dispatched, backend->name);
             log_debug ("broker", "job %" PRIu64 " attempt %u -> %s", job->id, job->attempt,
                        worker->name);
         }
@@ -687,7 +734,7 @@ s_worker_drop (s_broker_t *self, s_worker_t *worker, const char *why, bool lost,
         job->state = JOB_QUEUED;
         s_list_push_front (&backend->queue, job);
         self->queued++;
-        self->stats.requeued++;
+        s_bump (&self->stats.requeued, self->m.jobs_requeued);
         if (self->store && broker_store_requeue (self->store, job->id, job->attempt, job->lost))
             self->stats.store_errors++;
     }
@@ -701,7 +748,7 @@ s_worker_drop (s_broker_t *self, s_worker_t *worker, const char *why, bool lost,
 
     zhashx_delete (self->worker_table, worker->identity);
     if (held || lost)
-        self->stats.workers_lost++;
+        s_bump (&self->stats.workers_lost, self->m.workers_lost);
     else
         self->stats.workers_left++;
     if (held || lost)
@@ -745,7 +792,7 @@ s_worker_ready (s_broker_t *self, proto_msg_t *msg, int64_t now)
 {
     int state = s_worker_state_parse (msg->state);
     if (msg->capacity == 0 || msg->backend [0] == 0 || state < 0) {
-        self->stats.malformed++;
+        s_bump (&self->stats.malformed, self->m.messages_malformed);
         s_send_error (self, self->workers, msg->routing_id, PROTO_ERR_MALFORMED,
                       msg->capacity == 0? "READY with capacity 0":
                       state < 0? "READY with an unknown state": "READY with empty backend",
@@ -797,7 +844,7 @@ s_worker_result (s_broker_t *self, s_worker_t *worker, proto_msg_t *msg)
     s_job_t *job = (s_job_t *) zhashx_lookup (self->jobs, &msg->job);
     if (!job || job->state != JOB_RUNNING || job->worker != worker || job->attempt != msg->attempt) {
         //  A lease that was taken back (or never was): the job lives on elsewhere.
-        self->stats.dropped_results++;
+        s_bump (&self->stats.dropped_results, self->m.results_dropped);
         log_info ("broker", "stale RESULT job %" PRIu64 " attempt %u from %s dropped",
                   msg->job, msg->attempt, worker->name);
         return;
@@ -805,7 +852,7 @@ s_worker_result (s_broker_t *self, s_worker_t *worker, proto_msg_t *msg)
     s_list_remove (&worker->jobs, job);
     self->inflight--;
     zframe_t *body = proto_msg_get_body (msg);
-    s_job_finish (self, job, &body, worker->name);
+    s_job_finish (self, job, &body, worker->name, msg->status);
     self->dispatch_due = true;
 }
 
@@ -822,7 +869,7 @@ s_handle_worker (s_broker_t *self, int64_t now)
         return;
     }
     if (rc == -2) {
-        self->stats.malformed++;
+        s_bump (&self->stats.malformed, self->m.messages_malformed);
         log_info ("broker", "malformed message from a worker: %s", msg->reason);
         s_send_error (self, self->workers, msg->routing_id, msg->code, msg->reason, 0, 0);
         return;
@@ -834,7 +881,7 @@ s_handle_worker (s_broker_t *self, int64_t now)
     s_worker_t *worker = s_worker_lookup (self, msg->routing_id);
     if (!worker) {
         if (msg->cmd == PROTO_RESULT) {
-            self->stats.dropped_results++;
+            s_bump (&self->stats.dropped_results, self->m.results_dropped);
             log_info ("broker", "RESULT job %" PRIu64 " from an unknown worker dropped", msg->job);
         }
         if (msg->cmd != PROTO_DISCONNECT)
@@ -849,7 +896,7 @@ s_handle_worker (s_broker_t *self, int64_t now)
             if (msg->state [0]) {
                 int state = s_worker_state_parse (msg->state);
                 if (state < 0) {
-                    self->stats.malformed++;
+                    s_bump (&self->stats.malformed, self->m.messages_malformed);
                     s_send_error (self, self->workers, msg->routing_id, PROTO_ERR_MALFORMED,
                                   "HEARTBEAT with an unknown state", 0, 0);
                 }
@@ -870,7 +917,7 @@ s_handle_worker (s_broker_t *self, int64_t now)
         default: {
             char why [64];
             snprintf (why, sizeof (why), "%s is not a worker command", proto_cmd_name (msg->cmd));
-            self->stats.malformed++;
+            s_bump (&self->stats.malformed, self->m.messages_malformed);
             s_send_error (self, self->workers, msg->routing_id, PROTO_ERR_UNKNOWN_COMMAND, why, 0, 0);
         }
     }
@@ -932,7 +979,8 @@ static void
 s_client_submit (s_broker_t *self, proto_msg_t *msg)
 {
     if (msg->backend [0] == 0) {
-        self->stats.malformed++;
+        s_bump (&self->stats.malformed, self->m.messages_malformed);
+        common_metric_inc (self->m.jobs_rejected, "malformed");
         s_submit_error (self, msg->routing_id, PROTO_ERR_MALFORMED, "SUBMIT with empty backend",
                         msg->ref);
         return;
@@ -962,6 +1010,8 @@ s_client_submit (s_broker_t *self, proto_msg_t *msg)
         s_job_t *known = (s_job_t *) zhashx_lookup (client->refs, &msg->ref);
         if (known && (known->state != JOB_DONE || msg->retry)) {
             self->stats.resubmitted++;
+            if (known->state == JOB_DONE)
+                common_metric_inc (self->m.cache_hits);
             s_defer (self, known, known->state == JOB_DONE, false);
             return;
         }
@@ -983,6 +1033,8 @@ s_client_submit (s_broker_t *self, proto_msg_t *msg)
     }
     if (refused) {
         self->stats.rejected++;
+        common_metric_inc (self->m.jobs_rejected,
+                           self->queued >= self->cfg.max_queue? "overloaded": "client_limit");
         s_submit_error (self, msg->routing_id, PROTO_ERR_OVERLOADED, refused, msg->ref);
         s_client_release (self, client);
         return;
@@ -1004,6 +1056,7 @@ s_client_submit (s_broker_t *self, proto_msg_t *msg)
         if (broker_store_insert (self->store, &row)) {
             self->stats.store_errors++;
             self->stats.rejected++;
+            common_metric_inc (self->m.jobs_rejected, "store_error");
             s_submit_error (self, msg->routing_id, PROTO_ERR_INTERNAL, "cannot store the job",
                             msg->ref);
             zframe_destroy (&job->body);
@@ -1069,7 +1122,7 @@ s_client_fetch (s_broker_t *self, proto_msg_t *msg)
     self->out->count = count;
     self->out->pending = pending;
     if (s_send (self, self->clients, msg->routing_id, NULL))
-        self->stats.undeliverable++;
+        s_bump (&self->stats.undeliverable, self->m.results_undeliverable);
 }
 
 //  DRAIN from a client: the named workers finish what they hold and leave.
@@ -1077,7 +1130,7 @@ static void
 s_client_drain (s_broker_t *self, proto_msg_t *msg)
 {
     if (!msg->name [0]) {
-        self->stats.malformed++;
+        s_bump (&self->stats.malformed, self->m.messages_malformed);
         s_send_error (self, self->clients, msg->routing_id, PROTO_ERR_MALFORMED,
                       "DRAIN without 'name'", msg->ref, 0);
         return;
@@ -1103,7 +1156,7 @@ s_client_drain (s_broker_t *self, proto_msg_t *msg)
     self->out->ref = msg->ref;
     self->out->count = count;
     if (s_send (self, self->clients, msg->routing_id, NULL))
-        self->stats.undeliverable++;
+        s_bump (&self->stats.undeliverable, self->m.results_undeliverable);
 }
 
 //  DISCONNECT from a client: its waiting jobs are dropped (running ones
@@ -1134,6 +1187,7 @@ s_client_disconnect (s_broker_t *self, zframe_t *identity)
         }
     }
     self->stats.cancelled += dropped;
+    common_metric_add (self->m.jobs_cancelled, (double) dropped);
     s_client_unbind (self, client);
     s_client_release (self, client);
     log_info ("broker", "client disconnected; %zu queued job(s) dropped", dropped);
@@ -1151,7 +1205,9 @@ s_handle_client (s_broker_t *self, int64_t now)
         return;
     }
     if (rc == -2) {
-        self->stats.malformed++;
+        s_bump (&self->stats.malformed, self->m.messages_malformed);
+        if (msg->cmd == PROTO_SUBMIT)
+            common_metric_inc (self->m.jobs_rejected, "malformed");
         log_info ("broker", "malformed message from a client: %s", msg->reason);
         s_send_error (self, self->clients, msg->routing_id, msg->code, msg->reason, 0, 0);
         return;
@@ -1185,7 +1241,7 @@ s_handle_client (s_broker_t *self, int64_t now)
         default: {
             char why [64];
             snprintf (why, sizeof (why), "%s is not a client command", proto_cmd_name (msg->cmd));
-            self->stats.malformed++;
+            s_bump (&self->stats.malformed, self->m.messages_malformed);
             s_send_error (self, self->clients, msg->routing_id, PROTO_ERR_UNKNOWN_COMMAND, why,
                           msg->cmd == PROTO_RESULT? msg->ref: 0, 0);
         }
@@ -1240,13 +1296,16 @@ s_end_batch (s_broker_t *self)
             s_send_error (self, self->clients, job->client->identity, PROTO_ERR_INTERNAL,
                           "cannot store the job", job->ref, 0);
             self->stats.rejected++;
+            common_metric_inc (self->m.jobs_rejected, "store_error");
             s_list_remove (&job->backend->queue, job);
             self->queued--;
             s_job_destroy (self, &job);
             continue;
         }
-        if (entry->new_job)
+        if (entry->new_job) {
             self->stats.submitted++;
+            common_metric_inc (self->m.jobs_submitted, job->backend->name);
+        }
         job->fresh = false;
         zframe_t *identity = job->client->identity;
         if (!identity)
@@ -1255,7 +1314,7 @@ s_end_batch (s_broker_t *self)
         self->out->ref = job->ref;
         self->out->job = job->id;
         if (s_send (self, self->clients, identity, NULL)) {
-            self->stats.undeliverable++;
+            s_bump (&self->stats.undeliverable, self->m.results_undeliverable);
             if (errno == EHOSTUNREACH)
                 s_client_unbind (self, job->client);
             continue;
@@ -1301,6 +1360,60 @@ s_heartbeat (s_broker_t *self, int64_t now)
 
 //  --------------------------------------------------------------------------
 //  Pipe
+
+//  The gauges of docs/metrics.md, from the lists themselves (a few
+//  backends and workers: cheap enough for every turn).
+static void
+s_update_gauges (s_broker_t *self)
+{
+    for (s_backend_t *backend = (s_backend_t *) zhashx_first (self->backends); backend;
+         backend = (s_backend_t *) zhashx_next (self->backends)) {
+        size_t idle = 0, busy = 0, draining = 0, quarantined = 0, leased = 0;
+        for (size_t i = 0; i < backend->nworkers; i++) {
+            s_worker_t *worker = backend->workers [i];
+            leased += worker->jobs.size;
+            if (worker->state == WORKER_DRAINING)
+                draining++;
+            else
+            if (worker->state == WORKER_QUARANTINED)
+                quarantined++;
+            else
+            if (worker->jobs.size)
+                busy++;
+            else
+                idle++;
+        }
+        common_metric_set (self->m.queue_depth, (double) backend->queue.size, backend->name);
+        common_metric_set (self->m.jobs_in_flight, (double) leased, backend->name);
+        common_metric_set (self->m.workers, (double) idle, backend->name, "idle");
+        common_metric_set (self->m.workers, (double) busy, backend->name, "busy");
+        common_metric_set (self->m.workers, (double) draining, backend->name, "draining");
+        common_metric_set (self->m.workers, (double) quarantined, backend->name, "quarantined");
+    }
+}
+
+//  Once per loop turn: gauges, the stall beat, sd_notify STATUS (at most
+//  once a second) and WATCHDOG (at half of $WATCHDOG_USEC).
+static void
+s_turn (s_broker_t *self)
+{
+    if (self->metrics)
+        s_update_gauges (self);
+    if (self->cfg.registry)
+        common_metrics_beat (self->cfg.registry);
+    if (!self->cfg.notify)
+        return;
+    int64_t now = s_now_us ();
+    if (now >= self->next_status_us) {
+        common_notify_status ("%zu queued, %zu in flight, %zu workers", self->queued,
+                              self->inflight, zhashx_size (self->worker_table));
+        self->next_status_us = now + 1000000;
+    }
+    if (self->watchdog_us && now >= self->next_watchdog_us) {
+        common_notify_watchdog ();
+        self->next_watchdog_us = now + self->watchdog_us;
+    }
+}
 
 static char *
 s_stats_json (s_broker_t *self)
@@ -1558,6 +1671,13 @@ s_broker_new (zsock_t *pipe, const broker_config_t *cfg, char *err, size_t errle
     broker_config_default (&self->cfg);
     if (cfg)
         self->cfg = *cfg;
+    if (self->cfg.metrics) {
+        self->m = *self->cfg.metrics;
+        self->metrics = true;
+    }
+    self->cfg.metrics = NULL;           //  the caller's struct: copied
+    if (self->cfg.notify)
+        self->watchdog_us = (int64_t) common_notify_watchdog_usec () / 2;
     if (self->cfg.heartbeat_ms == 0)
         self->cfg.heartbeat_ms = 1000;
     if (self->cfg.liveness == 0)
@@ -1702,11 +1822,14 @@ broker_server_actor (zsock_t *pipe, void *args)
     int64_t interval_us = (int64_t) self->cfg.heartbeat_ms * 1000;
     self->next_heartbeat_us = s_now_us () + interval_us;
     s_end_batch (self);         //  jobs loaded from the store wait for workers
+    s_turn (self);
     while (!self->terminated) {
         int64_t now = s_now_us ();
         int timeout_ms = 0;
         if (self->next_heartbeat_us > now)
             timeout_ms = (int) ((self->next_heartbeat_us - now + 999) / 1000);
+        if (self->watchdog_us && timeout_ms > self->watchdog_us / 1000)
+            timeout_ms = (int) (self->watchdog_us / 1000);
         zsock_t *which = (zsock_t *) zpoller_wait (self->poller, timeout_ms);
         if (!which && zpoller_terminated (self->poller))
             break;
@@ -1729,6 +1852,7 @@ broker_server_actor (zsock_t *pipe, void *args)
             s_end_batch (self);
             self->next_heartbeat_us = now + interval_us;
         }
+        s_turn (self);
     }
     s_end_batch (self);
     s_broker_destroy (&self);

@@ -19,6 +19,9 @@
     the first is "" and the second the reason. "STATS" -> one string, a JSON
     object of counters and gauges (docs/protocol.md section 11). "$TERM"
     stops it (so does SIGINT/SIGTERM via CZMQ's interrupt handling).
+    With config.metrics set, the actor moves the Prometheus figures of
+    docs/metrics.md as it goes (the registry is the one object it shares
+    with another thread, the HTTP server's, by design: common_metrics.h).
     Spec: docs/protocol.md; guarantees: docs/reliability.md.
 */
 #ifndef BROKER_SERVER_H
@@ -27,6 +30,7 @@
 #include <czmq.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include "common_metrics_kgym.h"
 
 typedef struct {
     const char *clients_endpoint;   //  e.g. "tcp://*:5555" or "tcp://127.0.0.1:*"
@@ -43,6 +47,9 @@ typedef struct {
     const char *curve_secret;       //  broker's secret certificate: CURVE on both sockets
     const char *trainer_keys;       //  directory of trainers' public certificates
     const char *worker_keys;        //  directory of workers' public certificates
+    common_metrics_broker_t *metrics;   //  figures to move (borrowed; NULL: none, the default)
+    common_metrics_t *registry;     //  their registry, for the stall beat (borrowed; may be NULL)
+    bool notify;                    //  speak sd_notify: STATUS (throttled), WATCHDOG, STOPPING
 } broker_config_t;
 
 void broker_config_default (broker_config_t *cfg);

@@ -8,6 +8,7 @@
     through zmq_msg_copy).
 */
 #include "proto_msg.h"
+#include <math.h>
 #include "proto_mpr.h"
 #include <msgpack.h>
 #include <string.h>
@@ -37,7 +38,8 @@ enum {
     F_RETRY = 1 << 14,
     F_STATE = 1 << 15,
     F_COUNT = 1 << 16,
-    F_PENDING = 1 << 17
+    F_PENDING = 1 << 17,
+    F_STATUS = 1 << 18
 };
 
 typedef enum { T_U64, T_U32, T_REAL, T_STR } s_field_type_t;
@@ -71,6 +73,7 @@ static const s_field_t s_fields [] = {
     S_FIELD ("state", F_STATE, T_STR, state),
     S_FIELD ("count", F_COUNT, T_U32, count),
     S_FIELD ("pending", F_PENDING, T_U32, pending),
+    S_FIELD ("status", F_STATUS, T_STR, status),
 };
 #define S_NFIELDS (sizeof (s_fields) / sizeof (s_fields [0]))
 
@@ -92,7 +95,8 @@ static const s_command_t s_commands [] = {
                        F_REF | F_BACKEND, true },
     [PROTO_ACCEPTED] = { "ACCEPTED", F_REF | F_JOB, F_REF | F_JOB, false },
     [PROTO_JOB] = { "JOB", F_JOB | F_ATTEMPT, F_JOB | F_ATTEMPT, true },
-    [PROTO_RESULT] = { "RESULT", F_JOB | F_ATTEMPT | F_REF | F_QUEUE_S | F_WORKER, F_JOB, true },
+    [PROTO_RESULT] = { "RESULT", F_JOB | F_ATTEMPT | F_REF | F_QUEUE_S | F_WORKER | F_STATUS,
+                       F_JOB, true },
     [PROTO_ERROR] = { "ERROR", F_CODE | F_REASON | F_REF | F_JOB, F_CODE | F_REASON, false },
     [PROTO_FETCH] = { "FETCH", F_REF | F_CLIENT | F_JOB | F_TAG, F_REF | F_CLIENT, false },
     [PROTO_DONE] = { "DONE", F_REF | F_COUNT | F_PENDING, F_REF | F_COUNT, false },
@@ -155,7 +159,7 @@ s_clear_fields (proto_msg_t *self, proto_cmd_t cmd)
     self->queue_s = 0;
     self->backend [0] = self->device [0] = self->name [0] = 0;
     self->tag [0] = self->reason [0] = 0;
-    self->client [0] = self->state [0] = 0;
+    self->client [0] = self->state [0] = self->status [0] = 0;
 }
 
 void
@@ -262,7 +266,8 @@ s_decode_header (proto_msg_t *self, const uint8_t *data, size_t size)
                     *(uint32_t *) target = (uint32_t) value.u;
                 break;
             case T_REAL:
-                ok = value.type == MPR_FLOAT || value.type == MPR_UINT;
+                //  Finite only: a NaN or infinity has no meaning in any field.
+                ok = (value.type == MPR_FLOAT && isfinite (value.f)) || value.type == MPR_UINT;
                 if (ok)
                     *(double *) target = value.type == MPR_FLOAT? value.f: (double) value.u;
                 break;
@@ -541,11 +546,14 @@ s_encode_header (proto_msg_t *self, s_header_buf_t *hb)
             s_pack_uint (&pk, "attempt", self->attempt);
             break;
         case PROTO_RESULT:
-            //  One shape both ways: the broker's copy adds queue_s and worker.
-            msgpack_pack_map (&pk, self->name [0]? 5: 3);
+            //  One shape both ways: the broker's copy adds queue_s and worker;
+            //  either may carry the result's status.
+            msgpack_pack_map (&pk, (self->name [0]? 5: 3) + (self->status [0]? 1: 0));
             s_pack_uint (&pk, "job", self->job);
             s_pack_uint (&pk, "attempt", self->attempt);
             s_pack_uint (&pk, "ref", self->ref);
+            if (self->status [0])
+                s_pack_str (&pk, "status", self->status);
             if (self->name [0]) {
                 s_pack_key (&pk, "queue_s");
                 msgpack_pack_double (&pk, self->queue_s);

@@ -18,9 +18,12 @@
                                                                           body: job
         ACCEPTED   B->C  ref(int) job(int)
         JOB        B->W  job(int) attempt(int)                            body: job
-        RESULT     W->B  job(int) attempt(int)                            body: result
-        RESULT     B->C  job(int) ref(int) [queue_s(real)] [worker(str)]   body: result
-                   (one shape both ways: job required; attempt, ref sent always)
+        RESULT     W->B  job(int) attempt(int) [status(str)]              body: result
+        RESULT     B->C  job(int) ref(int) [queue_s(real)] [worker(str)] [status(str)]
+                                                                          body: result
+                   (one shape both ways: job required; attempt, ref sent always;
+                   status: the result body's status, so the broker counts
+                   verdicts without decoding bodies)
         ERROR      B->any code(int) reason(str) [ref(int)] [job(int)]
         FETCH      C->B  ref(int) client(str) [job(int)] [tag(str)]
         DONE       B->C  ref(int) count(int) [pending(int)]
@@ -89,6 +92,7 @@ typedef struct {
     char reason[PROTO_MAX_STR];     //  ERROR, DISCONNECT, DRAIN
     char client[PROTO_MAX_STR];     //  SUBMIT, FETCH, HEARTBEAT: the client's stable id
     char state[PROTO_MAX_STR];      //  READY, HEARTBEAT from a worker: its state
+    char status[PROTO_MAX_STR];     //  RESULT: the result's status ("" = not said)
     char user_id[PROTO_KEY_Z85 + 1];//  received: ZAP User-Id of the connection ("" = none)
     zframe_t *body;                 //  job or result (owned), or NULL
 } proto_msg_t;

@@ -318,14 +318,15 @@ EOF
 # Submit one script (sbatch args in "$@"), grade a batch through it, drain it.
 slurm_run() {
     local label=$1; shift
-    local T=$tmp/slurm job state
+    local T=$tmp/slurm job state mport
     rm -f "$T"/run/*
+    mport=$(free_port)
     # The nodes' own name where it resolves (as on a real cluster), else loopback.
     local broker_host=
     getent hosts "$(hostname -f)" >/dev/null 2>&1 || broker_host=127.0.0.1
     job=$(cd "$T/run" && KGYM_BROKER_HOST=$broker_host KGYM_BIN=$T/bin KGYM_BACKEND=cpu KGYM_CLIENT_PORT=$(free_port) \
           KGYM_WORKER_PORT=$(free_port) KGYM_STATE_DIR=$T/kstate-$label KGYM_CACHE_DIR=$T/cache \
-          sbatch --parsable --time=10 "$@")
+          KGYM_METRICS_PORT=$mport KGYM_WORKER_METRICS_PORT=0 sbatch --parsable --time=10 "$@")
     [ -n "$job" ] || { fail "$label: sbatch refused the script"; return; }
     say "$label: job $job"
     if ! wait_for 60 test -s "$T/run/kgym-$job.env"; then
@@ -338,6 +339,10 @@ slurm_run() {
         || { fail "$label: workers did not register"; cat "$T/run/kgym-$job.log"; scancel "$job"; return; }
     if grade_examples "$KGYM_CLIENTS"; then ok "$label: a batch graded through the Slurm job"
     else fail "$label: grading through the Slurm job"; fi
+    # The broker's /metrics saw the batch.
+    if /usr/bin/python3 -c "import urllib.request,sys; t=urllib.request.urlopen('http://127.0.0.1:$mport/metrics',timeout=5).read().decode(); sys.exit(0 if 'kgym_jobs_completed_total{status=' in t else 1)"; then
+        ok "$label: the broker's /metrics counts the batch"
+    else fail "$label: no completed jobs on the broker's /metrics (port $mport)"; fi
     # CUDA_VISIBLE_DEVICES: one fake GPU per task.
     local gpus
     gpus=$(for p in $(pgrep -f "kgym-worker --broker $KGYM_WORKERS"); do
@@ -367,7 +372,7 @@ slurm_scale() {
     local T=$tmp/slurm main=$1 extra before
     before=$(grep -c ' ready: backend cpu' "$T/run/kgym-$main.log")
     extra=$(cd "$T/run" && KGYM_BIN=$T/bin KGYM_BACKEND=cpu KGYM_BROKER=$KGYM_WORKERS \
-            sbatch --parsable --time=10 --nodes=1 --ntasks-per-node=1 --cpus-per-task=1 \
+            KGYM_WORKER_METRICS_PORT=0 sbatch --parsable --time=10 --nodes=1 --ntasks-per-node=1 --cpus-per-task=1 \
             --output="$T/run/extra-%j.log" "$deploy/slurm/kgym.sbatch")
     if wait_for 60 bash -c "[ \$(grep -c ' ready: backend cpu' '$T/run/kgym-$main.log') -gt $before ]"; then
         ok "scale up: a workers-only job ($extra) joined the running broker"

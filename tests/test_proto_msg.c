@@ -1,6 +1,7 @@
 /*  test_proto_msg - every command round trips over ROUTER/DEALER; malformed
     frames are reported as -2 with a reason and the routing id kept.  */
 #include "testutil.h"
+#include <math.h>
 #include "proto_msg.h"
 #include <msgpack.h>
 #include <string.h>
@@ -360,6 +361,19 @@ START_TEST (test_malformed_frames)
     s_header_str (&h, "name", "w");
     s_expect_malformed (&pair, s_ready0, 6, h.sbuf.data, h.sbuf.size, 0, 400, "'capacity' has the wrong type");
     msgpack_sbuffer_destroy (&h.sbuf);
+
+    //  A real must be finite: NaN and infinities are malformed.
+    const uint8_t result0 [] = { 'K', 'G', 'Y', 'M', 1, PROTO_RESULT };
+    const double not_finite [] = { NAN, INFINITY, -INFINITY };
+    for (size_t i = 0; i < 3; i++) {
+        s_header_init (&h, 2);
+        s_header_uint (&h, "job", 1);
+        msgpack_pack_str_with_body (&h.pk, "queue_s", 7);
+        msgpack_pack_double (&h.pk, not_finite [i]);
+        s_expect_malformed (&pair, result0, 6, h.sbuf.data, h.sbuf.size, 1, 400,
+                            "'queue_s' has the wrong type");
+        msgpack_sbuffer_destroy (&h.sbuf);
+    }
 
     //  String too long, duplicate field, non-string key.
     char long_name [PROTO_MAX_STR + 1];

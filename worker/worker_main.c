@@ -8,9 +8,15 @@
     writes the signal number to a pipe; a small actor turns it into a
     command on the server's pipe, so the server wakes at once and never
     handles a signal itself.
+
+    --metrics HOST:PORT serves /metrics, /healthz and /readyz (docs/metrics.md):
+    /healthz says "starting" until the backend is up (CUDA initialised),
+    /readyz ok while connected and taking jobs. Under systemd (Type=notify)
+    READY=1 comes at that same moment, STOPPING=1 on the way out.
 */
 #include "worker_server.h"
 #include "common_log.h"
+#include "common_metrics_http.h"
 #include "kgym_config.h"
 #include <getopt.h>
 #include <signal.h>
@@ -40,6 +46,8 @@ s_usage (FILE *out)
         "  --curve-secret FILE  own secret certificate (kgym keygen): CURVE to the broker\n"
         "  --broker-key FILE    the broker's public certificate (with --curve-secret)\n"
         "  --fresh-runner       CUDA: a fresh runner process per job\n"
+        "  --metrics HOST:PORT  serve /metrics, /healthz, /readyz there (docs/metrics.md)\n"
+        "  --log-format F       text, json or journal (default text, or $KGYM_LOG_FORMAT)\n"
         "  -v, --verbose        debug logging\n"
         "  --version\n"
         "SIGTERM drains (finish held jobs, then exit 0); a second SIGTERM or SIGINT exits at once.\n");
@@ -122,8 +130,10 @@ main (int argc, char **argv)
         { "liveness", required_argument, 0, 'l' },
         { "curve-secret", required_argument, 0, 'S' }, { "broker-key", required_argument, 0, 'K' },
         { "fresh-runner", no_argument, 0, 'f' }, { "verbose", no_argument, 0, 'v' },
+        { "metrics", required_argument, 0, 'm' }, { "log-format", required_argument, 0, 'L' },
         { "help", no_argument, 0, 'h' }, { "version", no_argument, 0, 'V' }, { 0, 0, 0, 0 }
     };
+    const char *metrics_address = NULL;
     int opt;
     while ((opt = getopt_long (argc, argv, "vh", options, NULL)) != -1) {
         switch (opt) {
@@ -139,6 +149,17 @@ main (int argc, char **argv)
             case 'S': cfg.curve_secret = optarg; break;
             case 'K': cfg.broker_key = optarg; break;
             case 'f': cfg.fresh_runner = true; break;
+            case 'm': metrics_address = optarg; break;
+            case 'L': {
+                common_log_format_t format;
+                if (common_log_format_parse (optarg, &format)) {
+                    fprintf (stderr, "kgym-worker: --log-format wants text, json or journal, not '%s'\n",
+                             optarg);
+                    return 2;
+                }
+                common_log_set_format (format);
+                break;
+            }
             case 'v': common_log_set_level (LOG_LEVEL_DEBUG); break;
             case 'V': printf ("kgym-worker %s\n", KGYM_VERSION); return 0;
             case 'h': s_usage (stdout); return 0;
@@ -173,11 +194,40 @@ main (int argc, char **argv)
     sigaction (SIGINT, &action, NULL);
 
     char err [512] = "";
+    if (streq (cfg.backend, "cuda")) {
+        char gpu [16];
+        snprintf (gpu, sizeof gpu, "%d", cfg.device);
+        common_log_set_gpu (gpu);
+    }
+    //  The endpoint comes up first, saying "starting" while CUDA initialises.
+    common_metrics_t *metrics = NULL;
+    common_metrics_http_t *http = NULL;
+    common_metrics_worker_t figures;
+    if (metrics_address) {
+        metrics = common_metrics_new ();
+        if (metrics && common_metrics_kgym_worker (metrics, &figures))
+            log_warn ("worker", "some metric families could not be registered");
+        http = metrics? common_metrics_http_new (metrics, metrics_address, err, sizeof err): NULL;
+        if (!http) {
+            fprintf (stderr, "kgym-worker: --metrics %s: %s\n", metrics_address,
+                     err [0]? err: "out of memory");
+            common_metrics_destroy (&metrics);
+            return 1;
+        }
+        log_info ("worker", "metrics on http://%s/metrics", common_metrics_http_address (http));
+        cfg.metrics = &figures;
+        cfg.registry = metrics;
+    }
+    cfg.notify = true;
     worker_server_t *server = worker_server_new (&cfg, err, sizeof err);
     if (!server) {
         fprintf (stderr, "kgym-worker: %s\n", err);
+        common_metrics_http_destroy (&http);
+        common_metrics_destroy (&metrics);
         return 1;
     }
+    //  The stall check: the loop turns at least once a heartbeat.
+    common_metrics_set_stall (metrics, 30 + 3.0 * cfg.heartbeat_ms / 1000);
     zactor_t *signals = zactor_new (s_signal_actor, NULL);
     int rc = signals? worker_server_run (server, zactor_sock (signals)): -1;
     if (rc == 0 && worker_server_jobs (server) > 0) {
@@ -190,5 +240,7 @@ main (int argc, char **argv)
     }
     zactor_destroy (&signals);
     worker_server_destroy (&server);
+    common_metrics_http_destroy (&http);
+    common_metrics_destroy (&metrics);
     return rc == 0? 0: 1;
 }

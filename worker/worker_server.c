@@ -28,6 +28,7 @@
 #include "proto_mpk.h"
 #include "proto_curve.h"
 #include "common_log.h"
+#include "common_notify.h"
 #include <unistd.h>
 
 #define BACKOFF_MIN_MS 1000
@@ -61,6 +62,11 @@ struct worker_server_t {
     uint64_t done;                  //  jobs finished
     uint64_t connects;              //  sockets made (1 + reconnects)
     bool stop;                      //  leave at the next turn
+    common_metrics_worker_t m;      //  Prometheus figures (all NULL without metrics: no-ops)
+    char gpu [16];                  //  label gpu: the CUDA ordinal, "" for cpu
+    bool ready_told;                //  READY=1 went to systemd
+    bool was_ready;                 //  /readyz said ok at the last turn
+    int64_t next_status;            //  sd_notify: next STATUS line (ms)
 };
 
 //  One job in this worker.
@@ -99,6 +105,40 @@ s_invalid_result (const char *reason)
                       "message", reason);
 }
 
+//  The figures one result moves (from its job's thread: the registry is
+//  thread-safe): jobs by status, faults, compile cache, phase durations.
+static void
+s_count_result (worker_server_t *self, json_t *result)
+{
+    const common_metrics_worker_t *m = &self->m;
+    if (!m->jobs)
+        return;
+    const char *status = json_string_value (json_object_get (result, "status"));
+    if (!status)
+        status = "internal_error";
+    common_metric_inc (m->jobs, status);
+    if (streq (status, "timeout"))
+        common_metric_inc (m->faults, "timeout");
+    else
+    if (streq (status, "runtime_error")) {
+        //  The memory caps (cgroup or rlimit) say so in the message.
+        const char *message = json_string_value (json_object_get (result, "message"));
+        common_metric_inc (m->faults, message && strstr (message, "memory cap")? "oom": "runner_crash");
+    }
+    json_t *cache = json_object_get (result, "cache");
+    json_t *candidate = cache? json_object_get (cache, "candidate"): NULL;
+    if (json_is_boolean (candidate))
+        common_metric_inc (json_is_true (candidate)? m->compile_cache_hits: m->compile_cache_misses);
+    json_t *phases = json_object_get (result, "phases");
+    const char *names [] = { "compile", "run", "total" };
+    const char *keys [] = { "compile_s", "run_s", "total_s" };
+    for (int i = 0; i < 3; i++) {
+        json_t *value = phases? json_object_get (phases, keys [i]): NULL;
+        if (json_is_number (value))
+            common_metric_observe (m->job_duration, json_number_value (value), names [i]);
+    }
+}
+
 //  The job's thread: decode, prepare, wait for GO, execute, hand back the result.
 static void
 s_job_actor (zsock_t *pipe, void *args)
@@ -108,6 +148,9 @@ s_job_actor (zsock_t *pipe, void *args)
     zframe_t *body = job->body;
     job->body = NULL;
     zsock_signal (pipe, 0);
+    char job_id [24];
+    snprintf (job_id, sizeof job_id, "%llu", (unsigned long long) job->job);
+    common_log_set_job (job_id);
 
     char err [256] = "";
     proto_mpk_limits_t limits;
@@ -142,8 +185,11 @@ s_job_actor (zsock_t *pipe, void *args)
             }
             zframe_t *frame = zframe_new (data, size);
             free (data);
+            const char *status = json_string_value (json_object_get (result, "status"));
+            s_count_result (job->server, result);
             zstr_sendm (pipe, "RESULT");
-            zframe_send (&frame, pipe, 0);
+            zframe_send (&frame, pipe, ZFRAME_MORE);
+            zstr_send (pipe, status? status: "");
         }
         else
         if (streq (command, "$TERM"))
@@ -179,7 +225,12 @@ worker_server_new (const worker_config_t *cfg, char *err, size_t errlen)
         return NULL;
     }
     self->cfg = *cfg;
+    self->cfg.metrics = NULL;           //  the caller's struct: copied
+    if (cfg->metrics)
+        self->m = *cfg->metrics;
     snprintf (self->backend, sizeof self->backend, "%s", cfg->backend);
+    if (streq (self->backend, "cuda"))
+        snprintf (self->gpu, sizeof self->gpu, "%d", cfg->device);
     self->endpoint = strdup (cfg->broker_endpoint);
     if (cfg->curve_secret) {
         self->curve_secret = strdup (cfg->curve_secret);
@@ -233,6 +284,11 @@ worker_server_new (const worker_config_t *cfg, char *err, size_t errlen)
         return NULL;
     }
     self->backoff_ms = BACKOFF_MIN_MS;
+    //  The device is up (CUDA initialised): alive; ready once registered.
+    common_metric_set (self->m.info, 1, self->gpu, "", self->backend, worker_eval_device (self->eval));
+    common_metric_set (self->m.slots, self->cfg.slots, self->gpu, "");
+    common_metrics_set_alive (self->cfg.registry, true, NULL);
+    common_metrics_set_ready (self->cfg.registry, false, "connecting to the broker");
     return self;
 }
 
@@ -395,6 +451,8 @@ s_connect (worker_server_t *self)
     }
     zpoller_add (self->poller, self->broker);
     self->connects++;
+    if (self->connects > 1)
+        common_metric_inc (self->m.reconnects);
     self->last_heard = zclock_mono ();
     self->reconnect_at = 0;
     s_send_ready (self);
@@ -411,6 +469,8 @@ s_set_state (worker_server_t *self, worker_state_t state, const char *reason)
         return;
     worker_state_t was = self->state;
     self->state = state;
+    if (state == WORKER_STATE_QUARANTINED)
+        common_metric_inc (self->m.faults, "gpu_check");
     proto_msg_set_str (self->reason, reason);
     log_info ("worker", "%s: %s (was %s)%s%s", self->name, s_state_names [state], s_state_names [was],
               reason && *reason? ": ": "", reason? reason: "");
@@ -512,6 +572,9 @@ s_handle_job_actor (worker_server_t *self, zactor_t *actor)
             msg->job = job->job;
             msg->attempt = job->attempt;
             zframe_t *body = zmsg_pop (reply);
+            char *status = zmsg_popstr (reply);
+            proto_msg_set_str (msg->status, status);
+            zstr_free (&status);
             proto_msg_set_body (msg, &body);
             if (self->broker && s_send (self, msg))
                 log_warn ("worker", "could not send the result of job %llu",
@@ -571,6 +634,39 @@ s_handle_broker (worker_server_t *self, proto_msg_t *msg)
             break;
         default:
             break;                  //  HEARTBEAT: its arrival was the point
+    }
+}
+
+//  Once per turn: gauges, readiness (/readyz, sd_notify READY once), the
+//  stall beat, and a STATUS line at most every 5 s.
+static void
+s_turn (worker_server_t *self)
+{
+    bool connected = self->broker && self->registered && !self->reconnect_at;
+    bool ready = connected && self->state == WORKER_STATE_READY;
+    common_metric_set (self->m.busy, self->running, self->gpu, "");
+    common_metric_set (self->m.connected, connected? 1: 0);
+    for (int i = 0; i < 3; i++)
+        common_metric_set (self->m.state, (int) self->state == i? 1: 0, self->gpu, "", s_state_names [i]);
+    common_metrics_t *registry = self->cfg.registry;
+    common_metrics_beat (registry);
+    if (ready != self->was_ready) {
+        common_metrics_set_ready (registry, ready, ready? NULL:
+                                  !connected? "not connected to the broker":
+                                  s_state_names [self->state]);
+        self->was_ready = ready;
+    }
+    if (!self->cfg.notify)
+        return;
+    if (ready && !self->ready_told) {
+        common_notify_ready (NULL);
+        self->ready_told = true;
+    }
+    int64_t now = zclock_mono ();
+    if (self->ready_told && now >= self->next_status) {
+        common_notify_status ("%s%s, %llu jobs done", s_state_names [self->state],
+                              connected? "": " (disconnected)", (unsigned long long) self->done);
+        self->next_status = now + 5000;
     }
 }
 
@@ -654,7 +750,11 @@ worker_server_run (worker_server_t *self, zsock_t *pipe)
             s_send_heartbeat (self);
         if (self->state == WORKER_STATE_DRAINING && s_live_jobs (self) == 0 && !self->reconnect_at)
             drained = true;
+        s_turn (self);
     }
+    common_metrics_set_ready (self->cfg.registry, false, "stopping");
+    if (self->cfg.notify)
+        common_notify_stopping (drained? "drained": "stopping");
     if (self->broker) {
         proto_msg_reset (msg, PROTO_DISCONNECT);
         proto_msg_set_str (msg->reason, drained? "drained": "worker stopping");

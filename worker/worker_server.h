@@ -26,6 +26,10 @@
     "DRAIN", "STOP" (leave now: DISCONNECT, jobs go back), "$TERM" (same),
     "QUARANTINE" [reason], "READY", "STATUS" -> one string, a JSON object
     {"state", "jobs", "done", "connects"}.
+    With config.metrics it moves the worker figures of docs/metrics.md
+    (job threads bump theirs directly: the registry is thread-safe), and
+    with config.registry keeps /readyz true exactly while it is connected,
+    registered and ready (not draining, quarantined or reconnecting).
 */
 #ifndef WORKER_SERVER_H
 #define WORKER_SERVER_H
@@ -33,6 +37,7 @@
 #include <czmq.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include "common_metrics_kgym.h"
 
 typedef struct {
     const char *broker_endpoint;    //  broker's worker endpoint
@@ -47,6 +52,9 @@ typedef struct {
     bool fresh_runner;              //  CUDA: a fresh runner per job
     const char *curve_secret;       //  own secret certificate: CURVE to the broker
     const char *broker_key;         //  the broker's public certificate (with curve_secret)
+    common_metrics_worker_t *metrics;   //  figures to move (borrowed; NULL: none, the default)
+    common_metrics_t *registry;     //  their registry: readiness and the stall beat (borrowed; may be NULL)
+    bool notify;                    //  speak sd_notify: READY once serving, STATUS, STOPPING
 } worker_config_t;
 
 void worker_config_default (worker_config_t *cfg);
