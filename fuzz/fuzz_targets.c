@@ -175,6 +175,23 @@ s_take (const uint8_t **data, size_t *size, size_t n, size_t *got)
     return start;
 }
 
+//  Decode the frames into a fresh message, the body given or not.
+static proto_msg_t *
+s_msg_decode (const uint8_t *frame0, size_t frame0_size, const uint8_t *header,
+              size_t header_size, const uint8_t *body, size_t body_size, bool has_body,
+              int *rc)
+{
+    proto_msg_t *msg = proto_msg_new (0);
+    FUZZ_CHECK (msg != NULL);
+    if (has_body) {
+        zframe_t *frame = zframe_new (body, body_size);
+        FUZZ_CHECK (frame != NULL);
+        proto_msg_set_body (msg, &frame);
+    }
+    *rc = proto_msg_decode (msg, frame0, frame0_size, header, header_size);
+    return msg;
+}
+
 int
 fuzz_one_msg (const uint8_t *data, size_t size)
 {
@@ -190,26 +207,30 @@ fuzz_one_msg (const uint8_t *data, size_t size)
     size_t nh = got == 2 ? ((size_t) lenbytes [0] << 8) | lenbytes [1] : 0;
     const uint8_t *header = s_take (&data, &size, nh, &header_size);
 
-    proto_msg_t *msg = proto_msg_new (0);
-    FUZZ_CHECK (msg != NULL);
-    if (has_body) {
-        zframe_t *body = zframe_new (data, size);
-        FUZZ_CHECK (body != NULL);
-        proto_msg_set_body (msg, &body);
-    }
-    int rc = proto_msg_decode (msg, frame0, frame0_size, header, header_size);
+    int rc;
+    proto_msg_t *msg = s_msg_decode (frame0, frame0_size, header, header_size,
+                                     data, size, has_body, &rc);
     FUZZ_CHECK (rc == 0 || rc == -2);
-    char *strings [] = { msg->backend, msg->device, msg->name, msg->tag, msg->reason };
+    char *strings [] = {
+        msg->backend, msg->device, msg->name, msg->tag, msg->reason, msg->client, msg->state,
+        msg->status
+    };
     for (size_t i = 0; i < sizeof strings / sizeof strings [0]; i++)
         FUZZ_CHECK (memchr (strings [i], '\0', PROTO_MAX_STR) != NULL);
     if (rc == 0) {
-        FUZZ_CHECK (msg->cmd >= PROTO_READY && msg->cmd <= PROTO_ERROR);
-        bool wants_body = msg->cmd == PROTO_SUBMIT || msg->cmd == PROTO_JOB
-                       || msg->cmd == PROTO_RESULT;
-        FUZZ_CHECK (wants_body == (msg->body != NULL));
+        FUZZ_CHECK (msg->cmd >= PROTO_READY && msg->cmd <= PROTO_CMD_MAX);
+        FUZZ_CHECK (strcmp (proto_cmd_name (msg->cmd), "UNKNOWN") != 0);
+        FUZZ_CHECK (has_body == (msg->body != NULL));
         FUZZ_CHECK (!msg->body || (zframe_size (msg->body) > 0
                                 && zframe_size (msg->body) <= PROTO_MAX_BODY));
         FUZZ_CHECK (header_size <= PROTO_MAX_HEADER);
+        //  A command has a body always or never: the same frames with the
+        //  body taken away (or added) are malformed.
+        int other_rc;
+        proto_msg_t *other = s_msg_decode (frame0, frame0_size, header, header_size,
+                                           (const uint8_t *) "\xc0", 1, !has_body, &other_rc);
+        FUZZ_CHECK (other_rc == -2 && other->code == PROTO_ERR_MALFORMED);
+        proto_msg_destroy (&other);
     }
     else {
         FUZZ_CHECK (msg->code == PROTO_ERR_MALFORMED || msg->code == PROTO_ERR_UNKNOWN_COMMAND

@@ -132,6 +132,25 @@ def job_seeds():
                                    {"kernel": "k2", "grid": [4.0, 1, 1], "args": []}]},
     }
     jobs.append(("expressions", exprs))
+    # Every count at its limit, so one mutation crosses it: 16 size names,
+    # 64 args (integer scalars of every dtype among them), 32 options.
+    names = ["S%d" % i for i in range(16)]
+    dtypes = ["i8", "u8", "i32", "i64", "f16", "bf16", "f32", "f64"]
+    args = [{"name": "t%d" % i, "kind": ("input", "output", "inout")[i % 3],
+             "dtype": dtypes[i % 8], "shape": [names[i % 16]] if i % 4 else []}
+            for i in range(56)]
+    args += [{"name": "v%d" % i, "kind": "scalar", "dtype": dtypes[i],
+              "value": (-128, 255, -2**31, 2**53, 65504, 1e38, 3.4e38, -1e300)[i]}
+             for i in range(8)]
+    limits = {
+        "task": {"name": "limits", "backend": "cpu", "args": args,
+                 "sizes": [{n: i for i, n in enumerate(names)},
+                           {n: 2**40 if i == 0 else 1 for i, n in enumerate(names)}],
+                 "reference": {"source": "r", "launches": [{"kernel": "k"}]}},
+        "candidate": {"source": "c", "options": ["-O%d" % (i % 4) for i in range(32)],
+                      "launches": [{"kernel": "k", "args": ["t0"] * 65}]},
+    }
+    jobs.append(("limits", limits))
     return jobs
 
 
@@ -157,6 +176,8 @@ def seed_mpk():
                    "job": 7, "queue_s": 0.01, "worker": "w0", "sizes": [{"max_abs": 0.0}]},
         "big_array": list(range(40)),
         "big_map": {"k%d" % i: i for i in range(20)},
+        # 73 values within the tight limits' width and depth: over their total.
+        "wide_nested": [[0] * 8] * 8,
     }
     for name, value in values.items():
         write("mpk", name + ".mpk", mp(value))
@@ -211,7 +232,18 @@ def seed_msg():
         "unknown_keys": frames(1, {"backend": "cpu", "device": "d", "capacity": 1, "name": "n",
                                    "x-new": {"a": [1, 2, {"b": None}]}}),
         "bad_version": frames(2, {}, version=2),
-        "bad_command": frames(9, {}),
+        "heartbeat_client": frames(2, {"client": "c-1", "state": "busy"}),
+        "submit_retry": frames(4, {"ref": 9, "backend": "cpu", "client": "c-1", "retry": 1}, body),
+        "fetch": frames(9, {"ref": 1, "client": "c-1", "job": 3, "tag": "t"}),
+        "done": frames(10, {"ref": 1, "count": 2, "pending": 0}),
+        "drain": frames(11, {"ref": 1, "name": "w0", "reason": "maintenance"}),
+        "cancel": frames(12, {"ref": 2, "job": 9, "client": "c-1"}),
+        "query": frames(13, {"ref": 3}, mp({"what": "job", "job": 9})),
+        "answer": frames(14, {"ref": 3}, mp({"jobs": []})),
+        "summary": frames(15, {"group": "g-1"}, mp({"group": "g-1", "count": 8})),
+        "submit_group": frames(4, {"ref": 5, "backend": "cuda", "group": "g-1", "group_size": 8,
+                                   "trajectory": "t-1", "cache": "refresh"}, body),
+        "bad_command": frames(16, {}),
         "bad_signature": frames(2, {}, sig=b"KGYN"),
         "missing_body": frames(4, {"ref": 1, "backend": "cpu"}),
         "unexpected_body": frames(2, {}, b"\xc0"),
@@ -265,7 +297,9 @@ def write_dicts():
               "i8", "u8", "i32", "i64", "normal", "uniform", "randint", "zeros", "ones",
               "arange", "c", "ptx", "linear", "log", "cdiv(", "min(", "max("]
     header_keys = ["backend", "device", "capacity", "name", "pid", "reason", "ref", "job",
-                   "attempt", "queue_s", "worker", "tag", "code"]
+                   "attempt", "queue_s", "worker", "tag", "code", "client", "retry", "state",
+                   "count", "pending", "status", "group", "group_size", "trajectory", "cache",
+                   "host"]
 
     lines = ["# msgpack type bytes and kgym keys as msgpack str (fuzz/make_corpus.py)"]
     for tag in (b"\xc0", b"\xc2", b"\xc3", b"\xca", b"\xcb", b"\xcc", b"\xcd", b"\xce", b"\xcf",
@@ -281,7 +315,7 @@ def write_dicts():
 
     lines = ["# kgym protocol: signature, commands, header keys (fuzz/make_corpus.py)",
              '"KGYM\\x01"']
-    for cmd in range(0, 10):
+    for cmd in range(0, 18):
         lines.append('"KGYM\\x01%s"' % esc(bytes([cmd])))
     for word in header_keys:
         lines.append('"%s"' % esc(mp(word)))

@@ -587,6 +587,45 @@ START_TEST (test_layout_rejects)
 }
 END_TEST
 
+//  Absurd sizes from a hostile job end in a reason, at parse time when the
+//  text alone shows it, else at layout: never in a crash or an allocation.
+START_TEST (test_absurd_sizes_rejected)
+{
+    //  10^9 launches, options or sizes cannot be asked for: arrays are bounded.
+    char text [4096] = "[";
+    for (int i = 0; i < 65; i++)
+        strcat (text, i ? ",{\"kernel\":\"k\"}" : "{\"kernel\":\"k\"}");
+    strcat (text, "]");
+    s_change_fails ("candidate", "launches", text, "candidate.launches: must be an array of 1 to 64");
+    s_change_fails ("", "eval", "{\"timed\": 1000000000}", "eval.timed: must be an integer from 1 to 10000");
+    s_change_fails ("", "eval", "{\"trials\": 1000000000}", "eval.trials");
+    s_change_fails ("", "eval", "{\"warmup\": 1e300}", "eval.warmup");
+    //  Literals past int64 and reals where integers belong, at parse time.
+    s_change_fails ("task.args.0", "shape", "[\"99999999999999999999\"]",
+                    "task.args[0].shape[0]: integer too large at");
+    s_change_fails ("task.args.0", "shape", "[1e300]", "task.args[0].shape[0]: 1e+300 is not an integer");
+    s_change_fails ("candidate.launches.0", "grid", "[9007199254740994.0]", "is not an integer");
+    s_change_fails ("task.sizes.0", "M", "1e15", "task.sizes[0].M: must be an integer from 0 to 1099511627776");
+    s_change_fails ("task.args.3", "value", "-9223372036854775808", "out of range for i32");
+    //  Negative and overflowing geometry, at layout.
+    s_layout_fails ("candidate.launches.0", "grid", "[-1]", "program.launches[0].grid[0]: -1 at size 0");
+    s_layout_fails ("candidate.launches.0", "block", "[1, 1, \"-M*N\"]", "program.launches[0].block[2]: -524288 at size 0");
+    s_layout_fails ("candidate.launches.0", "shared", "2147483648", "program.launches[0].shared: 2147483648 bytes");
+    s_layout_fails ("candidate", "workspace", "\"M*N*M*N*M*N*M*N\"", "program.workspace: overflow in 'M*N*M*N*M*N*M*N'");
+    s_layout_fails ("candidate", "workspace", "9223372036854775807", "program.workspace: 9223372036854775807 bytes");
+    s_layout_fails ("task.args.0", "shape", "[\"-9223372036854775807-1\"]", "dim is -9223372036854775808");
+    s_layout_fails ("task.args.0", "shape", "[\"(0-9223372036854775807-1)/-1\"]", "overflow in");
+    s_layout_fails ("task.args.0", "shape", "[\"M%(N-N)\"]", "modulo by zero in 'M%(N-N)'");
+    s_layout_fails ("task.args.0", "shape", "[\"cdiv(M, N-N)\"]", "cdiv divisor must be > 0");
+    //  A petabyte per dim is fine alone; eight of them overflow the count.
+    s_layout_fails ("task.args.0", "shape", "[1099511627776,1,1,1,1,1,1,1099511627776]",
+                    "task.args[0]: element count overflows 64 bits at size 0");
+    //  An exabyte of f64 and an integer scalar past its dtype.
+    s_layout_fails ("task.args.0", "shape", "[\"M*N*M*N*4096\"]", "of tensors and workspace, over the 64 GiB limit");
+    s_layout_fails ("task.args.3", "value", "\"M*N*M*N\"", "task.args[3].value: 274877906944 at size 0 is out of range for i32");
+}
+END_TEST
+
 START_TEST (test_program_standalone)
 {
     char err [256] = "";
@@ -739,6 +778,7 @@ s_suite (void)
     tcase_add_test (tc, test_rejects_eval_reward);
     tcase_add_test (tc, test_layout);
     tcase_add_test (tc, test_layout_rejects);
+    tcase_add_test (tc, test_absurd_sizes_rejected);
     tcase_add_test (tc, test_program_standalone);
     tcase_add_test (tc, test_baseline_and_cuda_task);
     tcase_add_test (tc, test_json_load_file);
