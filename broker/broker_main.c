@@ -3,6 +3,7 @@
     kgym-broker [--clients EP] [--workers EP] [--heartbeat MS] [--liveness N]
                 [--max-queue N] [--max-client-jobs N] [--max-attempts N]
                 [--db PATH [--sync normal|full]] [--keep-results N] [--keep-seconds S]
+                [--cache-entries N] [--cache-mb N] [--task-window N]
                 [--curve-secret FILE --trainer-keys DIR --worker-keys DIR]
                 [--metrics HOST:PORT] [--log-format text|json|journal] [-v|--verbose]
     Stops cleanly on SIGINT/SIGTERM (CZMQ's handler interrupts the actor's
@@ -36,6 +37,9 @@ s_usage (FILE *out)
         "  --db PATH            keep jobs in this SQLite file: they survive a broker restart\n"
         "  --sync normal|full   normal: survives a killed broker; full: power loss too (default normal)\n"
         "  --keep-results N     finished results kept for reconnecting clients (default 100000)\n"
+        "  --cache-entries N    results kept in the result cache (default 10000; 0: no cache)\n"
+        "  --cache-mb N         ... within this many MiB (default 256)\n"
+        "  --task-window N      results per task in its statistics (default 100)\n"
         "  --keep-seconds S     ... for at most S seconds (default 3600)\n"
         "  --curve-secret FILE  the broker's secret certificate (kgym keygen): CURVE on both sockets\n"
         "  --trainer-keys DIR   public certificates of the clients allowed in (with --curve-secret)\n"
@@ -76,6 +80,9 @@ main (int argc, char **argv)
         { "db", required_argument, NULL, 'd' },
         { "sync", required_argument, NULL, 'S' },
         { "keep-results", required_argument, NULL, 'k' },
+        { "cache-entries", required_argument, NULL, 'C' },
+        { "cache-mb", required_argument, NULL, 'M' },
+        { "task-window", required_argument, NULL, 'T' },
         { "keep-seconds", required_argument, NULL, 'K' },
         { "curve-secret", required_argument, NULL, 's' },
         { "trainer-keys", required_argument, NULL, 't' },
@@ -98,6 +105,26 @@ main (int argc, char **argv)
             case 'Q': if (s_parse_u32 ("--max-client-jobs", optarg, &cfg.max_client_jobs)) return 2; break;
             case 'a': if (s_parse_u32 ("--max-attempts", optarg, &cfg.max_attempts)) return 2; break;
             case 'k': if (s_parse_u32 ("--keep-results", optarg, &cfg.keep_results)) return 2; break;
+            case 'C':
+                if (streq (optarg, "0"))
+                    cfg.cache_entries = 0;      //  no result cache
+                else
+                if (s_parse_u32 ("--cache-entries", optarg, &cfg.cache_entries))
+                    return 2;
+                break;
+            case 'M': {
+                uint32_t mib;
+                if (s_parse_u32 ("--cache-mb", optarg, &mib)) return 2;
+                cfg.cache_bytes = (uint64_t) mib << 20;
+                break;
+            }
+            case 'T':
+                if (s_parse_u32 ("--task-window", optarg, &cfg.task_window)) return 2;
+                if (cfg.task_window == 0 || cfg.task_window > 100000) {
+                    fprintf (stderr, "kgym-broker: --task-window wants 1 to 100000\n");
+                    return 2;
+                }
+                break;
             case 'K': if (s_parse_u32 ("--keep-seconds", optarg, &cfg.keep_s)) return 2; break;
             case 'd': cfg.db_path = optarg; break;
             case 'S':

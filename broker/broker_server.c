@@ -23,12 +23,17 @@
 #include "broker_server.h"
 #include "broker_store.h"
 #include "broker_auth.h"
+#include "broker_cache.h"
+#include "broker_tasks.h"
+#include "broker_groups.h"
+#include "broker_trajectories.h"
 #include "proto_msg.h"
 #include "proto_mpk.h"
 #include "proto_curve.h"
 #include "common_log.h"
 #include "common_notify.h"
 #include <time.h>
+#include <math.h>
 #include <errno.h>
 #include <string.h>
 #include <stdlib.h>
@@ -53,8 +58,14 @@ typedef struct {
 typedef enum {
     JOB_QUEUED,                 //  in its backend's queue
     JOB_RUNNING,                //  leased: in its worker's list
-    JOB_DONE                    //  result kept: in the finished list
+    JOB_DONE,                   //  result kept (or cancelled): in the finished list
+    JOB_FOLLOWING               //  an identical job runs: in that one's followers
 } s_job_state_t;
+
+static const char *s_job_states [] = { "queued", "running", "done", "following" };
+
+//  Result cache policies (SUBMIT's cache).
+enum { S_CACHE_USE, S_CACHE_REFRESH, S_CACHE_BYPASS };
 
 //  One accepted job, from SUBMIT until its result is retired.
 struct _s_job_t {
@@ -65,7 +76,7 @@ struct _s_job_t {
     s_job_state_t state;        //  which list it is in
     bool fresh;                 //  stored in the open transaction, not committed yet
     s_client_t *client;         //  who submitted it
-    zframe_t *body;             //  the job as submitted (owned, never decoded; NULL once done)
+    zframe_t *body;             //  the job as submitted (owned, sent untouched; NULL once done)
     zframe_t *result;           //  memory mode: the result once done (with a store: on disk)
     char *tag;                  //  header tag, or NULL
     char *graded_by;            //  once done: the worker's name
@@ -78,6 +89,19 @@ struct _s_job_t {
     int64_t finished_us;        //  wall clock, when the result came
     double queue_s;             //  once done: accepted to first dispatch
     s_job_t *prev, *next;       //  links in the list of its state
+    char *task;                 //  the task's name from the body, or NULL
+    char *group;                //  header group, or NULL
+    char *trajectory;           //  header trajectory, or NULL
+    char *body_tag;             //  the body's tag (what results echo), or NULL
+    uint8_t key [BROKER_CACHE_KEY_BYTES];   //  result cache key, when keyed
+    bool keyed;                 //  the body decoded as a job and was keyed
+    bool leads;                 //  in the leaders table under its key
+    uint8_t policy;             //  S_CACHE_*
+    bool cancelled;             //  its client gave it up: no RESULT goes out
+    bool cached;                //  answered from the cache or by the job it followed
+    s_job_t *leader;            //  JOB_FOLLOWING: the job whose result it takes
+    s_joblist_t followers;      //  jobs following this one
+    double reward, speedup;     //  once done: from the result (NAN: null)
 };
 
 typedef enum {
@@ -88,11 +112,21 @@ typedef enum {
 
 static const char *s_state_names [] = { "ready", "draining", "quarantined" };
 
+//  What an operator sees of a worker: kgym_workers{state}, QUERY stats and workers.
+enum { S_IDLE, S_BUSY, S_DRAINING, S_QUARANTINED, S_KINDS };
+static const char *s_kind_names [] = { "idle", "busy", "draining", "quarantined" };
+
 //  One registered worker.
 struct _s_worker_t {
     zframe_t *identity;         //  routing id (owned; key in the worker table)
     char name [PROTO_MAX_STR];  //  from READY
     char device [PROTO_MAX_STR];//  from READY
+    char host [PROTO_MAX_STR];  //  from READY ("" when not said)
+    char model [PROTO_MAX_STR]; //  device without its PCI bus id: the result cache's device
+    uint64_t done;              //  results it returned
+    uint64_t faults;            //  of which runtime_error or timeout, plus quarantines
+    int64_t since_us;           //  READY (monotonic)
+    int64_t heard_us;           //  last message (monotonic)
     uint32_t capacity;          //  concurrent jobs it takes
     uint32_t pid;               //  its process id, for logs
     s_worker_state_t state;     //  from READY / HEARTBEAT, or DRAIN
@@ -102,6 +136,14 @@ struct _s_worker_t {
     int64_t expires_us;         //  dropped when silent past this (monotonic)
 };
 
+static int
+s_worker_kind (const s_worker_t *worker)
+{
+    return worker->state == WORKER_DRAINING? S_DRAINING:
+           worker->state == WORKER_QUARANTINED? S_QUARANTINED:
+           worker->jobs.size? S_BUSY: S_IDLE;
+}
+
 //  Everything about one backend name ("cpu", "cuda").
 struct _s_backend_t {
     char name [PROTO_MAX_STR];  //  the name
@@ -110,6 +152,7 @@ struct _s_backend_t {
     size_t nworkers;            //  entries used
     size_t maxworkers;          //  entries allocated
     size_t cursor;              //  where the next scan starts (spreads ties)
+    char last_device [PROTO_MAX_STR];   //  device of the last worker that served it
 };
 
 //  A submitter: named by the id it sends (stable across reconnects), or by
@@ -140,7 +183,12 @@ typedef struct {
     uint64_t workers_lost;      //  workers dropped (expiry, send failure, DISCONNECT with leases)
     uint64_t workers_left;      //  workers that left with no lease (drained)
     uint64_t store_errors;      //  failed writes or commits of the store
+    uint64_t cache_hits;        //  SUBMITs answered from the result cache
+    uint64_t coalesced;         //  SUBMITs that followed an identical job
+    uint64_t statuses [8];      //  completed, by s_result_statuses index (7: unknown)
 } s_stats_t;
+
+#define S_RATE_SECONDS 60       //  completions per second, for the last minute
 
 //  A reply held until the batch's transaction commits: an ACCEPTED, or an
 //  ERROR that must not overtake the ACCEPTEDs before it.
@@ -177,6 +225,7 @@ typedef struct {
     size_t maxdeferred;         //  entries allocated
     uint64_t next_job;          //  next job id
     size_t queued;              //  jobs in all queues
+    size_t following;           //  jobs following an identical one (count against max_queue too)
     size_t inflight;            //  jobs leased to workers
     bool dispatch_due;          //  something may be dispatchable at the batch end
     int64_t next_heartbeat_us;  //  when to send heartbeats and check expiry
@@ -189,6 +238,16 @@ typedef struct {
     int64_t next_watchdog_us;   //  sd_notify: next WATCHDOG=1 (monotonic), 0 = no watchdog
     int64_t watchdog_us;        //  sd_notify: half of $WATCHDOG_USEC
     bool terminated;            //  $TERM received
+    broker_cache_t *cache;      //  result cache (section 14.1)
+    zhashx_t *leaders;          //  cache key -> the "use" job in flight with it
+    broker_tasks_t *tasks;      //  per-task statistics (14.5)
+    broker_groups_t *groups;    //  GRPO groups (14.4)
+    broker_trajectories_t *trajectories;    //  multi-turn tools' state (14.6)
+    zlist_t *summaries;         //  SUMMARYs to send at the batch end (zmsg_t: identity, group, body)
+    int64_t started_us;         //  monotonic, at start
+    int64_t next_tasks_flush_us;//  monotonic: when task statistics are written next
+    uint32_t rate [S_RATE_SECONDS];         //  completions in each second
+    int64_t rate_second [S_RATE_SECONDS];   //  which second each bucket holds
 } s_broker_t;
 
 //  The result statuses of docs/results.md: the values kgym_jobs_completed_total
@@ -480,6 +539,17 @@ s_job_destroy (s_broker_t *self, s_job_t **job_p)
     s_job_t *job = *job_p;
     if (!job)
         return;
+    //  Followers are in no other list: they go with it (only at shutdown).
+    while (job->followers.head) {
+        s_job_t *follower = job->followers.head;
+        s_list_remove (&job->followers, follower);
+        follower->leader = NULL;
+        s_job_destroy (self, &follower);
+    }
+    if (job->leads) {
+        zhashx_delete (self->leaders, job->key);
+        job->leads = false;
+    }
     zhashx_delete (self->jobs, &job->id);
     s_client_t *client = job->client;
     if (client) {
@@ -494,6 +564,10 @@ s_job_destroy (s_broker_t *self, s_job_t **job_p)
     zframe_destroy (&job->result);
     free (job->tag);
     free (job->graded_by);
+    free (job->task);
+    free (job->group);
+    free (job->trajectory);
+    free (job->body_tag);
     free (job);
     *job_p = NULL;
 }
@@ -533,6 +607,216 @@ s_backend_pick (s_backend_t *backend)
     if (best)
         backend->cursor = (best->slot + 1) % n;
     return best;
+}
+
+//  --------------------------------------------------------------------------
+//  What the broker knows of a job (docs/protocol.md section 14)
+
+#define BROKER_CACHE_NAME "cache"   //  "worker" of a result answered from the cache
+
+static size_t
+s_key_hash (const void *key)
+{
+    size_t hash;
+    memcpy (&hash, key, sizeof hash);
+    return hash;
+}
+
+static int
+s_key_compare (const void *a, const void *b)
+{
+    return memcmp (a, b, BROKER_CACHE_KEY_BYTES);
+}
+
+//  The name a client's groups live under.
+static void
+s_owner (const s_client_t *client, char *owner, size_t size)
+{
+    if (client->key)
+        snprintf (owner, size, "%s", client->key);
+    else
+        snprintf (owner, size, "anonymous:%p", (const void *) client);
+}
+
+//  The task's name and, unless the job bypasses the cache, its key. A body
+//  that does not decode is the worker's to call invalid: no key, no name.
+static void
+s_job_describe (s_broker_t *self, s_job_t *job, zframe_t *body)
+{
+    proto_mpk_limits_t limits;
+    proto_mpk_limits_default (&limits);
+    //  A real job is a few hundred values; a body built to cost the broker's
+    //  one thread time and memory is simply not keyed (its worker judges it).
+    limits.max_total = 1 << 16;
+    char err [256];
+    json_t *doc = proto_mpk_decode (zframe_data (body), zframe_size (body), &limits, err, sizeof err);
+    if (!doc)
+        return;
+    const char *name = json_string_value (json_object_get (json_object_get (doc, "task"), "name"));
+    if (name && *name)
+        job->task = strndup (name, PROTO_MAX_STR - 1);
+    const char *tag = json_string_value (json_object_get (doc, "tag"));
+    if (tag)
+        job->body_tag = strdup (tag);
+    if (job->policy != S_CACHE_BYPASS && broker_cache_enabled (self->cache)
+    &&  broker_cache_key (doc, job->backend->name, job->key, err, sizeof err) == 0)
+        job->keyed = true;
+    json_decref (doc);
+}
+
+//  The device model of a worker's device text: "NVIDIA H200 (sm_90,
+//  0000:00:06.0)" is "NVIDIA H200 (sm_90)", so every board of a model
+//  shares cached results; other texts stay as they are.
+static void
+s_device_model (const char *device, char model [PROTO_MAX_STR])
+{
+    proto_msg_set_str (model, device);
+    size_t len = strlen (model);
+    char *open = strrchr (model, '(');
+    char *comma = strrchr (model, ',');
+    if (len > 0 && model [len - 1] == ')' && open && comma && comma > open)
+        strcpy (comma, ")");
+}
+
+//  A kept result for the job, from a device that serves its backend now
+//  (or that served it last when none does); counts a hit or a miss.
+static zframe_t *
+s_cache_lookup (s_broker_t *self, s_job_t *job)
+{
+    s_backend_t *backend = job->backend;
+    const char *device = NULL;
+    for (size_t i = 0; i < backend->nworkers && !device; i++)
+        if (broker_cache_has (self->cache, job->key, backend->workers [i]->model))
+            device = backend->workers [i]->model;
+    if (!device && backend->nworkers == 0 && backend->last_device [0])
+        device = backend->last_device;
+    return broker_cache_get (self->cache, job->key, device? device: "");
+}
+
+//  A "use" job in flight is the one identical "use" jobs follow.
+static void
+s_lead (s_broker_t *self, s_job_t *job)
+{
+    if (job->keyed && job->policy == S_CACHE_USE && !zhashx_lookup (self->leaders, job->key)) {
+        zhashx_insert (self->leaders, job->key, job);
+        job->leads = true;
+    }
+}
+
+static void
+s_unlead (s_broker_t *self, s_job_t *job)
+{
+    if (job->leads) {
+        zhashx_delete (self->leaders, job->key);
+        job->leads = false;
+    }
+}
+
+//  Status, reward and speedup of a result body ("" and NAN when unreadable).
+static void
+s_result_read (zframe_t *result, char status [16], double *reward, double *speedup)
+{
+    status [0] = 0;
+    *reward = *speedup = NAN;
+    proto_mpk_limits_t limits;
+    proto_mpk_limits_default (&limits);
+    char err [128];
+    json_t *doc = proto_mpk_decode (zframe_data (result), zframe_size (result), &limits, err,
+                                    sizeof err);
+    if (!doc)
+        return;
+    const char *value = json_string_value (json_object_get (doc, "status"));
+    if (value)
+        snprintf (status, 16, "%s", s_status_label (value));
+    json_t *number = json_object_get (doc, "reward");
+    if (json_is_number (number))
+        *reward = json_number_value (number);
+    number = json_object_get (doc, "speedup");
+    if (json_is_number (number))
+        *speedup = json_number_value (number);
+    json_decref (doc);
+}
+
+//  A job of a group ended: when that ends the group, its SUMMARY waits for
+//  the batch end (after the ACCEPTEDs and results it sums up).
+static void
+s_group_end (s_broker_t *self, s_job_t *job, bool counted)
+{
+    if (!job->group || !self->groups)
+        return;
+    char owner [PROTO_MAX_STR + 64];
+    s_owner (job->client, owner, sizeof owner);
+    json_t *summary = broker_groups_finish (self->groups, owner, job->group, job->id, job->status,
+                                            job->reward, counted);
+    if (!summary)
+        return;
+    char *data = NULL;
+    size_t size = 0;
+    if (job->client->identity && proto_mpk_encode (summary, &data, &size) == 0) {
+        zmsg_t *entry = zmsg_new ();
+        if (entry) {
+            zframe_t *identity = zframe_dup (job->client->identity);
+            zmsg_append (entry, &identity);
+            zmsg_addstr (entry, job->group);
+            zmsg_addmem (entry, data, size);
+            zlist_append (self->summaries, entry);
+        }
+    }
+    free (data);
+    json_decref (summary);
+}
+
+//  Send the SUMMARYs of groups that ended in this batch.
+static void
+s_send_summaries (s_broker_t *self)
+{
+    zmsg_t *entry;
+    while ((entry = (zmsg_t *) zlist_pop (self->summaries))) {
+        zframe_t *identity = zmsg_pop (entry);
+        char *group = zmsg_popstr (entry);
+        zframe_t *body = zmsg_pop (entry);
+        proto_msg_reset (self->out, PROTO_SUMMARY);
+        proto_msg_set_str (self->out->group, group);
+        if (identity && body && s_send (self, self->clients, identity, body))
+            log_debug ("broker", "SUMMARY of group '%s' not delivered", group);
+        zframe_destroy (&identity);
+        zframe_destroy (&body);
+        zstr_free (&group);
+        zmsg_destroy (&entry);
+    }
+}
+
+//  Count one completion in its second, for rate_10s and rate_1m.
+static void
+s_rate_count (s_broker_t *self)
+{
+    int64_t second = s_now_us () / 1000000;
+    size_t i = (size_t) (second % S_RATE_SECONDS);
+    if (self->rate_second [i] != second) {
+        self->rate_second [i] = second;
+        self->rate [i] = 0;
+    }
+    self->rate [i]++;
+}
+
+static double
+s_rate (s_broker_t *self, int seconds)
+{
+    int64_t now = s_now_us () / 1000000;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < S_RATE_SECONDS; i++)
+        if (self->rate_second [i] > now - seconds && self->rate_second [i] <= now)
+            sum += self->rate [i];
+    return (double) sum / seconds;
+}
+
+static size_t
+s_status_index (const char *status)
+{
+    for (size_t i = 0; i < 7; i++)
+        if (streq (status, s_result_statuses [i]))
+            return i;
+    return 7;
 }
 
 //  Send a job's result (body lent) to its client, if it can be reached.
@@ -582,11 +866,14 @@ s_resend_result (s_broker_t *self, s_job_t *job, zframe_t *to)
     return rc;
 }
 
-//  The job is finished with this result (taken): keep it, tell the client.
-//  status: the result's status as the RESULT header said it ("" = not said).
+//  The job is finished with this result (taken): keep it, tell the client
+//  (unless send is false: a resend after the batch commits does, or it was
+//  cancelled), then its followers. status: the RESULT header's ("" = not
+//  said: read from the body). device: the grader's, when a worker graded
+//  it, so the result may be cached; NULL for results the broker made.
 static void
 s_job_finish (s_broker_t *self, s_job_t *job, zframe_t **result_p, const char *graded_by,
-              const char *status)
+              const char *status, const char *device, bool send)
 {
     zframe_t *result = *result_p;
     *result_p = NULL;
@@ -594,8 +881,13 @@ s_job_finish (s_broker_t *self, s_job_t *job, zframe_t **result_p, const char *g
     job->worker = NULL;
     job->client->unfinished--;
     job->finished_us = s_wall_us ();
-    snprintf (job->status, sizeof job->status, "%s", status && *status? s_status_label (status): "");
+    char read_status [16];
+    s_result_read (result, read_status, &job->reward, &job->speedup);
+    snprintf (job->status, sizeof job->status, "%s",
+              status && *status? s_status_label (status): read_status);
     common_metric_inc (self->m.jobs_completed, job->status [0]? job->status: "unknown");
+    self->stats.statuses [s_status_index (job->status)]++;
+    s_rate_count (self);
     if (job->leased_us)
         common_metric_observe (self->m.job_duration,
                                (double) (job->finished_us - job->leased_us) / 1e6, "lease");
@@ -609,13 +901,102 @@ s_job_finish (s_broker_t *self, s_job_t *job, zframe_t **result_p, const char *g
     &&  broker_store_finish (self->store, job->id, job->attempt, job->lost, zframe_data (result),
                              zframe_size (result), graded_by, job->queue_s, job->finished_us))
         self->stats.store_errors++;
-    s_send_result (self, job, result, NULL);
+    if (device && job->keyed && job->policy != S_CACHE_BYPASS
+    &&  broker_cache_status_cacheable (job->status))
+        broker_cache_put (self->cache, job->key, device, zframe_data (result), zframe_size (result));
+    if (job->task && self->tasks)
+        broker_tasks_record (self->tasks, job->task, job->status, job->reward, job->speedup);
+    s_group_end (self, job, true);
+    if (send && !job->cancelled)
+        s_send_result (self, job, result, NULL);
+    s_list_push_back (&self->finished, job);
+    self->stats.completed++;
+
+    //  Jobs that followed this one take its result, marked as not their own.
+    s_unlead (self, job);
+    while (job->followers.head) {
+        s_job_t *follower = job->followers.head;
+        s_list_remove (&job->followers, follower);
+        follower->leader = NULL;
+        follower->cached = true;
+        self->following--;
+        json_t *tag = follower->body_tag? json_string (follower->body_tag): json_null ();
+        zframe_t *copy = broker_cache_mark (zframe_data (result), zframe_size (result), true, tag);
+        json_decref (tag);
+        if (!copy)
+            copy = zframe_dup (result);
+        if (copy)
+            s_job_finish (self, follower, &copy, graded_by, job->status, NULL, true);
+        zframe_destroy (&copy);
+    }
     if (self->store)
         zframe_destroy (&result);
     else
         job->result = result;
+}
+
+//  The client gave the job up. A queued job with no followers, or a
+//  following one, ends now without a result; a running one (or one that
+//  others follow) runs on for them, the cache and the statistics, and its
+//  result goes to no one.
+static void
+s_job_cancel (s_broker_t *self, s_job_t *job)
+{
+    job->cancelled = true;
+    self->stats.cancelled++;
+    common_metric_inc (self->m.jobs_cancelled);
+    if (job->state == JOB_RUNNING || (job->state == JOB_QUEUED && job->followers.size))
+        return;
+    if (job->state == JOB_QUEUED) {
+        s_list_remove (&job->backend->queue, job);
+        self->queued--;
+        s_unlead (self, job);
+    }
+    else
+    if (job->state == JOB_FOLLOWING && job->leader) {
+        s_list_remove (&job->leader->followers, job);
+        job->leader = NULL;
+        self->following--;
+    }
+    if (self->store && broker_store_delete (self->store, job->id))
+        self->stats.store_errors++;
+    job->state = JOB_DONE;
+    job->client->unfinished--;
+    job->finished_us = s_wall_us ();
+    zframe_destroy (&job->body);
+    s_group_end (self, job, false);
     s_list_push_back (&self->finished, job);
-    self->stats.completed++;
+}
+
+//  Take a job that is not leased out of the list that holds it; its
+//  followers, if any, are queued on their own.
+static void
+s_job_unlink (s_broker_t *self, s_job_t *job)
+{
+    if (job->state == JOB_QUEUED) {
+        s_list_remove (&job->backend->queue, job);
+        self->queued--;
+    }
+    else
+    if (job->state == JOB_FOLLOWING && job->leader) {
+        s_list_remove (&job->leader->followers, job);
+        job->leader = NULL;
+        self->following--;
+    }
+    else
+    if (job->state == JOB_DONE)
+        s_list_remove (&self->finished, job);
+    s_unlead (self, job);
+    while (job->followers.head) {
+        s_job_t *follower = job->followers.head;
+        s_list_remove (&job->followers, follower);
+        follower->leader = NULL;
+        follower->state = JOB_QUEUED;
+        s_list_push_back (&follower->backend->queue, follower);
+        self->queued++;
+        self->following--;
+        s_lead (self, follower);
+    }
 }
 
 //  A job that lost max_attempts workers: it is failed, not retried again.
@@ -637,7 +1018,7 @@ s_job_fail (s_broker_t *self, s_job_t *job)
         result = zframe_new ("\x80", 1);        //  out of memory: an empty map still answers
     self->stats.failed++;
     log_warn ("broker", "job %" PRIu64 " (ref %" PRIu64 ") failed: %s", job->id, job->ref, message);
-    s_job_finish (self, job, &result, BROKER_NAME, "internal_error");
+    s_job_finish (self, job, &result, BROKER_NAME, "internal_error", NULL, true);
     zframe_destroy (&result);
 }
 
@@ -782,6 +1163,8 @@ s_worker_set_state (s_broker_t *self, s_worker_t *worker, s_worker_state_t state
     log_info ("broker", "worker %s is %s (was %s), holding %zu job(s)", worker->name,
               s_state_names [state], s_state_names [worker->state], worker->jobs.size);
     worker->state = state;
+    if (state == WORKER_QUARANTINED)
+        worker->faults++;
     if (state == WORKER_READY)
         self->dispatch_due = true;
 }
@@ -823,6 +1206,10 @@ s_worker_ready (s_broker_t *self, proto_msg_t *msg, int64_t now)
     msg->routing_id = NULL;
     memcpy (worker->name, msg->name, sizeof (worker->name));
     memcpy (worker->device, msg->device, sizeof (worker->device));
+    memcpy (worker->host, msg->host, sizeof (worker->host));
+    s_device_model (msg->device, worker->model);
+    memcpy (backend->last_device, worker->model, sizeof (backend->last_device));
+    worker->since_us = worker->heard_us = now;
     worker->capacity = msg->capacity;
     worker->pid = msg->pid;
     worker->state = (s_worker_state_t) state;
@@ -852,7 +1239,10 @@ s_worker_result (s_broker_t *self, s_worker_t *worker, proto_msg_t *msg)
     s_list_remove (&worker->jobs, job);
     self->inflight--;
     zframe_t *body = proto_msg_get_body (msg);
-    s_job_finish (self, job, &body, worker->name, msg->status);
+    s_job_finish (self, job, &body, worker->name, msg->status, worker->model, true);
+    worker->done++;
+    if (streq (job->status, "runtime_error") || streq (job->status, "timeout"))
+        worker->faults++;
     self->dispatch_due = true;
 }
 
@@ -891,6 +1281,7 @@ s_handle_worker (s_broker_t *self, int64_t now)
     }
     //  Any message is a sign of life.
     worker->expires_us = now + (int64_t) self->cfg.heartbeat_ms * self->cfg.liveness * 1000;
+    worker->heard_us = now;
     switch (msg->cmd) {
         case PROTO_HEARTBEAT:
             if (msg->state [0]) {
@@ -985,6 +1376,16 @@ s_client_submit (s_broker_t *self, proto_msg_t *msg)
                         msg->ref);
         return;
     }
+    int policy = !msg->cache [0] || streq (msg->cache, "use")? S_CACHE_USE:
+                 streq (msg->cache, "refresh")? S_CACHE_REFRESH:
+                 streq (msg->cache, "bypass")? S_CACHE_BYPASS: -1;
+    if (policy < 0) {
+        s_bump (&self->stats.malformed, self->m.messages_malformed);
+        common_metric_inc (self->m.jobs_rejected, "malformed");
+        s_submit_error (self, msg->routing_id, PROTO_ERR_MALFORMED,
+                        "SUBMIT with a cache policy other than use, refresh or bypass", msg->ref);
+        return;
+    }
     s_client_t *client = NULL;
     char *key = s_client_key (msg);
     if (key) {
@@ -1008,16 +1409,14 @@ s_client_submit (s_broker_t *self, proto_msg_t *msg)
         //  it names is answered, not run twice; a finished one (when the
         //  resend says so) with its kept result.
         s_job_t *known = (s_job_t *) zhashx_lookup (client->refs, &msg->ref);
-        if (known && (known->state != JOB_DONE || msg->retry)) {
+        if (known && !known->cancelled && (known->state != JOB_DONE || msg->retry)) {
             self->stats.resubmitted++;
-            if (known->state == JOB_DONE)
-                common_metric_inc (self->m.cache_hits);
             s_defer (self, known, known->state == JOB_DONE, false);
             return;
         }
     }
     const char *refused = NULL;
-    if (self->queued >= self->cfg.max_queue)
+    if (self->queued + self->following >= self->cfg.max_queue)
         refused = "queue full";
     else
     if (self->cfg.max_client_jobs && client->unfinished >= self->cfg.max_client_jobs)
@@ -1034,7 +1433,8 @@ s_client_submit (s_broker_t *self, proto_msg_t *msg)
     if (refused) {
         self->stats.rejected++;
         common_metric_inc (self->m.jobs_rejected,
-                           self->queued >= self->cfg.max_queue? "overloaded": "client_limit");
+                           self->queued + self->following >= self->cfg.max_queue?
+                           "overloaded": "client_limit");
         s_submit_error (self, msg->routing_id, PROTO_ERR_OVERLOADED, refused, msg->ref);
         s_client_release (self, client);
         return;
@@ -1047,6 +1447,19 @@ s_client_submit (s_broker_t *self, proto_msg_t *msg)
     job->backend = backend;
     job->accepted_us = s_wall_us ();
     job->state = JOB_QUEUED;
+    job->policy = (uint8_t) policy;
+    job->group = msg->group [0]? strdup (msg->group): NULL;
+    job->trajectory = msg->trajectory [0]? strdup (msg->trajectory): NULL;
+    job->reward = job->speedup = NAN;
+    s_job_describe (self, job, job->body);
+    //  Answered by the cache, or by an identical job in flight, or queued.
+    zframe_t *hit = NULL;
+    s_job_t *leader = NULL;
+    if (job->keyed && job->policy == S_CACHE_USE) {
+        hit = s_cache_lookup (self, job);
+        if (!hit)
+            leader = (s_job_t *) zhashx_lookup (self->leaders, job->key);
+    }
     if (self->store) {
         broker_store_row_t row = {
             .id = job->id, .client = client->key? client->key: "", .ref = job->ref,
@@ -1060,7 +1473,12 @@ s_client_submit (s_broker_t *self, proto_msg_t *msg)
             s_submit_error (self, msg->routing_id, PROTO_ERR_INTERNAL, "cannot store the job",
                             msg->ref);
             zframe_destroy (&job->body);
+            zframe_destroy (&hit);
             free (job->tag);
+            free (job->task);
+            free (job->group);
+            free (job->trajectory);
+            free (job->body_tag);
             free (job);
             s_client_release (self, client);
             return;
@@ -1074,12 +1492,46 @@ s_client_submit (s_broker_t *self, proto_msg_t *msg)
         zhashx_delete (client->refs, &job->ref);
         zhashx_insert (client->refs, &job->ref, job);
     }
-    s_list_push_back (&backend->queue, job);
-    self->queued++;
-    self->dispatch_due = true;
-    s_defer (self, job, false, true);
-    log_debug ("broker", "job %" PRIu64 " (ref %" PRIu64 ", backend %s, tag '%s') accepted",
-               job->id, job->ref, backend->name, msg->tag);
+    if (job->group && self->groups) {
+        char owner [PROTO_MAX_STR + 64];
+        s_owner (client, owner, sizeof owner);
+        broker_groups_add (self->groups, owner, job->group, msg->group_size);
+    }
+    if (hit) {
+        //  Finished now; the result follows its ACCEPTED after the commit.
+        self->stats.cache_hits++;
+        common_metric_inc (self->m.cache_hits);
+        job->cached = true;
+        json_t *tag = job->body_tag? json_string (job->body_tag): json_null ();
+        zframe_t *marked = broker_cache_mark (zframe_data (hit), zframe_size (hit), false, tag);
+        json_decref (tag);
+        if (marked)
+            zframe_destroy (&hit);
+        else
+            marked = hit;
+        s_job_finish (self, job, &marked, BROKER_CACHE_NAME, NULL, NULL, false);
+        s_defer (self, job, true, true);
+    }
+    else
+    if (leader) {
+        job->state = JOB_FOLLOWING;
+        job->leader = leader;
+        s_list_push_back (&leader->followers, job);
+        self->following++;
+        self->stats.coalesced++;
+        broker_cache_count_coalesced (self->cache);
+        s_defer (self, job, false, true);
+    }
+    else {
+        s_list_push_back (&backend->queue, job);
+        self->queued++;
+        s_lead (self, job);
+        self->dispatch_due = true;
+        s_defer (self, job, false, true);
+    }
+    log_debug ("broker", "job %" PRIu64 " (ref %" PRIu64 ", backend %s, tag '%s') accepted%s",
+               job->id, job->ref, backend->name, msg->tag,
+               hit? " from the cache": leader? ", following an identical job": "");
 }
 
 //  FETCH: the kept results of a client's jobs (one job, a tag, or all), then DONE.
@@ -1094,7 +1546,7 @@ s_client_fetch (s_broker_t *self, proto_msg_t *msg)
         s_client_bind (self, client, msg->routing_id);
         if (msg->job) {
             s_job_t *job = (s_job_t *) zhashx_lookup (self->jobs, &msg->job);
-            if (job && job->client == client) {
+            if (job && job->client == client && !job->cancelled) {
                 if (job->state != JOB_DONE)
                     pending++;
                 else
@@ -1104,7 +1556,7 @@ s_client_fetch (s_broker_t *self, proto_msg_t *msg)
         }
         else {
             for (s_job_t *job = self->finished.head; job; job = job->next)
-                if (job->client == client
+                if (job->client == client && !job->cancelled
                 &&  (!msg->tag [0] || (job->tag && streq (job->tag, msg->tag)))) {
                     if (s_resend_result (self, job, msg->routing_id))
                         break;      //  the client's queue is full: it fetches the rest later
@@ -1159,6 +1611,424 @@ s_client_drain (s_broker_t *self, proto_msg_t *msg)
         s_bump (&self->stats.undeliverable, self->m.results_undeliverable);
 }
 
+//  CANCEL: the client gives up one of its jobs; DONE says whether it did.
+static void
+s_client_cancel (s_broker_t *self, proto_msg_t *msg)
+{
+    s_client_t *owner = NULL;
+    char *key = s_client_key (msg);
+    if (key) {
+        owner = s_client_named (self, key, false);
+        free (key);
+        if (owner)
+            s_client_bind (self, owner, msg->routing_id);
+    }
+    else
+        owner = (s_client_t *) zhashx_lookup (self->clients_by_id, msg->routing_id);
+    s_job_t *job = (s_job_t *) zhashx_lookup (self->jobs, &msg->job);
+    uint32_t count = 0;
+    if (job && owner && job->client == owner && !job->cancelled && job->state != JOB_DONE) {
+        s_job_cancel (self, job);
+        count = 1;
+        log_debug ("broker", "job %" PRIu64 " (ref %" PRIu64 ") cancelled", job->id, job->ref);
+    }
+    proto_msg_reset (self->out, PROTO_DONE);
+    self->out->ref = msg->ref;
+    self->out->count = count;
+    if (s_send (self, self->clients, msg->routing_id, NULL))
+        s_bump (&self->stats.undeliverable, self->m.results_undeliverable);
+}
+
+//  --------------------------------------------------------------------------
+//  QUERY (section 14.3): answers are built from what is in memory, plus
+//  kept results from the store when a job's result is asked for.
+
+#define S_LIMIT_DEFAULT 100
+#define S_LIMIT_MAX 10000
+
+static json_t *
+s_str_or_null (const char *value)
+{
+    return value? json_string (value): json_null ();
+}
+
+static json_t *
+s_real_or_null (double value)
+{
+    return isfinite (value)? json_real (value): json_null ();
+}
+
+//  A job's kept result as a map, or null.
+static json_t *
+s_job_result_json (s_broker_t *self, s_job_t *job)
+{
+    if (job->state != JOB_DONE || job->cancelled)
+        return json_null ();
+    zframe_t *loaded = NULL;
+    zframe_t *body = job->result;
+    if (!body && self->store)
+        body = loaded = broker_store_result (self->store, job->id);
+    json_t *result = NULL;
+    if (body) {
+        proto_mpk_limits_t limits;
+        proto_mpk_limits_default (&limits);
+        char err [128];
+        result = proto_mpk_decode (zframe_data (body), zframe_size (body), &limits, err, sizeof err);
+    }
+    zframe_destroy (&loaded);
+    return result? result: json_null ();
+}
+
+static json_t *
+s_job_json (s_broker_t *self, s_job_t *job, bool with_result)
+{
+    bool done = job->state == JOB_DONE;
+    const char *state = job->cancelled && done? "cancelled": s_job_states [job->state];
+    const char *worker = job->worker? job->worker->name: job->graded_by;
+    json_t *map = json_pack ("{s:I, s:I, s:s, s:o, s:o, s:o, s:o, s:o, s:I, s:o, s:o, s:b, s:f, s:o, s:o}",
+        "job", (json_int_t) job->id, "ref", (json_int_t) job->ref, "state", state,
+        "backend", s_str_or_null (job->backend? job->backend->name: NULL),
+        "task", s_str_or_null (job->task), "tag", s_str_or_null (job->tag),
+        "group", s_str_or_null (job->group), "trajectory", s_str_or_null (job->trajectory),
+        "attempt", (json_int_t) job->attempt, "worker", s_str_or_null (worker),
+        "status", s_str_or_null (done && job->status [0]? job->status: NULL),
+        "cached", job->cached, "accepted", (double) job->accepted_us / 1e6,
+        "finished", done && job->finished_us? json_real ((double) job->finished_us / 1e6): json_null (),
+        "queue_s", done && !job->cancelled? json_real (job->queue_s): json_null ());
+    if (map && with_result)
+        json_object_set_new (map, "result", s_job_result_json (self, job));
+    return map;
+}
+
+static int
+s_job_newest_first (const void *a, const void *b)
+{
+    const s_job_t *x = *(s_job_t * const *) a, *y = *(s_job_t * const *) b;
+    return x->id > y->id? -1: x->id < y->id? 1: 0;
+}
+
+//  The query's "limit": default, or 1..S_LIMIT_MAX; -1 when bad.
+static long
+s_query_limit (json_t *query)
+{
+    json_t *value = json_object_get (query, "limit");
+    if (!value)
+        return S_LIMIT_DEFAULT;
+    if (!json_is_integer (value) || json_integer_value (value) < 1
+    ||  json_integer_value (value) > S_LIMIT_MAX)
+        return -1;
+    return (long) json_integer_value (value);
+}
+
+//  jobs by tag, group or trajectory, newest first.
+static json_t *
+s_answer_jobs (s_broker_t *self, json_t *query, char *why, size_t whylen)
+{
+    const char *fields [] = { "tag", "group", "trajectory" };
+    const char *field = NULL, *value = NULL;
+    for (int i = 0; i < 3; i++)
+        if (json_object_get (query, fields [i])) {
+            if (field) {
+                snprintf (why, whylen, "jobs: one of tag, group or trajectory, not several");
+                return NULL;
+            }
+            field = fields [i];
+            value = json_string_value (json_object_get (query, field));
+        }
+    long limit = s_query_limit (query);
+    json_t *results = json_object_get (query, "results");
+    if (!field || !value || limit < 0 || (results && !json_is_boolean (results))) {
+        snprintf (why, whylen, "jobs: wants one of tag, group or trajectory (a string), "
+                  "[limit 1..%d], [results true|false]", S_LIMIT_MAX);
+        return NULL;
+    }
+    size_t n = 0, cap = 64;
+    s_job_t **found = (s_job_t **) malloc (cap * sizeof (s_job_t *));
+    for (s_job_t *job = (s_job_t *) zhashx_first (self->jobs); job && found;
+         job = (s_job_t *) zhashx_next (self->jobs)) {
+        const char *have = field [0] == 't' && field [1] == 'a'? job->tag:
+                           field [0] == 'g'? job->group: job->trajectory;
+        if (!have || !streq (have, value))
+            continue;
+        if (n == cap) {
+            s_job_t **grown = (s_job_t **) realloc (found, (cap *= 2) * sizeof (s_job_t *));
+            if (!grown) {
+                free (found);
+                found = NULL;
+                break;
+            }
+            found = grown;
+        }
+        found [n++] = job;
+    }
+    if (!found) {
+        snprintf (why, whylen, "out of memory");
+        return NULL;
+    }
+    qsort (found, n, sizeof (s_job_t *), s_job_newest_first);
+    json_t *list = json_array ();
+    for (size_t i = 0; i < n && i < (size_t) limit; i++)
+        json_array_append_new (list, s_job_json (self, found [i], json_is_true (results)));
+    free (found);
+    return json_pack ("{s:o, s:b}", "jobs", list, "truncated", n > (size_t) limit);
+}
+
+//  finished results of one task, newest first.
+static json_t *
+s_answer_results (s_broker_t *self, json_t *query, char *why, size_t whylen)
+{
+    const char *task = json_string_value (json_object_get (query, "task"));
+    long limit = s_query_limit (query);
+    if (!task || limit < 0) {
+        snprintf (why, whylen, "results: wants task (a string) and [limit 1..%d]", S_LIMIT_MAX);
+        return NULL;
+    }
+    json_t *list = json_array ();
+    bool truncated = false;
+    for (s_job_t *job = self->finished.tail; job; job = job->prev) {
+        if (job->cancelled || !job->task || !streq (job->task, task))
+            continue;
+        if (json_array_size (list) == (size_t) limit) {
+            truncated = true;
+            break;
+        }
+        json_array_append_new (list, json_pack ("{s:I, s:s, s:o, s:o, s:o, s:f, s:b}",
+            "job", (json_int_t) job->id, "status", job->status,
+            "reward", s_real_or_null (job->reward), "speedup", s_real_or_null (job->speedup),
+            "worker", s_str_or_null (job->graded_by), "finished", (double) job->finished_us / 1e6,
+            "cached", job->cached));
+    }
+    return json_pack ("{s:o, s:b}", "results", list, "truncated", truncated);
+}
+
+static json_t *
+s_answer_workers (s_broker_t *self)
+{
+    int64_t now = s_now_us ();
+    json_t *list = json_array ();
+    for (s_worker_t *worker = (s_worker_t *) zhashx_first (self->worker_table); worker;
+         worker = (s_worker_t *) zhashx_next (self->worker_table)) {
+        json_t *jobs = json_array ();
+        for (s_job_t *job = worker->jobs.head; job; job = job->next)
+            json_array_append_new (jobs, json_integer ((json_int_t) job->id));
+        const char *state = s_kind_names [s_worker_kind (worker)];
+        json_array_append_new (list, json_pack ("{s:s, s:s, s:s, s:s, s:s, s:I, s:o, s:I, s:I, s:I, s:f, s:f}",
+            "name", worker->name, "host", worker->host, "backend", worker->backend->name,
+            "device", worker->device, "state", state, "capacity", (json_int_t) worker->capacity,
+            "jobs", jobs, "done", (json_int_t) worker->done, "faults", (json_int_t) worker->faults,
+            "pid", (json_int_t) worker->pid, "since_s", (double) (now - worker->since_us) / 1e6,
+            "heard_s", (double) (now - worker->heard_us) / 1e6));
+    }
+    return json_pack ("{s:o}", "workers", list);
+}
+
+static json_t *
+s_answer_stats (s_broker_t *self)
+{
+    s_stats_t *st = &self->stats;
+    json_t *queued = json_object ();
+    size_t kinds [S_KINDS] = { 0 };
+    for (s_backend_t *backend = (s_backend_t *) zhashx_first (self->backends); backend;
+         backend = (s_backend_t *) zhashx_next (self->backends))
+        json_object_set_new (queued, backend->name, json_integer ((json_int_t) backend->queue.size));
+    for (s_worker_t *worker = (s_worker_t *) zhashx_first (self->worker_table); worker;
+         worker = (s_worker_t *) zhashx_next (self->worker_table))
+        kinds [s_worker_kind (worker)]++;
+    json_t *statuses = json_object ();
+    uint64_t graded = 0;
+    for (size_t i = 0; i < 8; i++) {
+        if (st->statuses [i])
+            json_object_set_new (statuses, i < 7? s_result_statuses [i]: "unknown",
+                                 json_integer ((json_int_t) st->statuses [i]));
+        if (i < 5)
+            graded += st->statuses [i];     //  ok .. timeout: the kernel's own verdicts
+    }
+    json_t *cache = broker_cache_stats_json (self->cache);
+    json_t *answer = json_pack ("{s:f, s:o, s:I, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, "
+                      "s:o, s:f, s:f, s:o, s:o}",
+        "uptime_s", (double) (s_now_us () - self->started_us) / 1e6,
+        "queued", queued, "in_flight", (json_int_t) self->inflight,
+        "workers", "idle", (json_int_t) kinds [S_IDLE], "busy", (json_int_t) kinds [S_BUSY],
+                   "draining", (json_int_t) kinds [S_DRAINING],
+                   "quarantined", (json_int_t) kinds [S_QUARANTINED],
+        "counts", "submitted", (json_int_t) st->submitted, "completed", (json_int_t) st->completed,
+                  "cancelled", (json_int_t) st->cancelled, "rejected", (json_int_t) st->rejected,
+                  "requeued", (json_int_t) st->requeued, "failed", (json_int_t) st->failed,
+                  "cache_hits", (json_int_t) st->cache_hits, "coalesced", (json_int_t) st->coalesced,
+        "statuses", statuses, "rate_1m", s_rate (self, 60), "rate_10s", s_rate (self, 10),
+        "pass_rate", graded? json_real ((double) st->statuses [0] / (double) graded): json_null (),
+        "cache", cache? cache: json_null ());
+    if (answer)
+        json_object_set_new (answer, "following", json_integer ((json_int_t) self->following));
+    return answer;
+}
+
+static json_t *
+s_answer_tasks (s_broker_t *self, json_t *query, char *why, size_t whylen)
+{
+    json_t *lo = json_object_get (query, "lo"), *hi = json_object_get (query, "hi");
+    json_t *min = json_object_get (query, "min_attempts");
+    if ((lo && !json_is_number (lo)) || (hi && !json_is_number (hi)) || (!lo != !hi)
+    ||  (min && (!json_is_integer (min) || json_integer_value (min) < 0))) {
+        snprintf (why, whylen, "tasks: lo and hi (numbers) together or neither, "
+                  "[min_attempts >= 0]");
+        return NULL;
+    }
+    json_t *list = broker_tasks_list (self->tasks, lo != NULL,
+                                      lo? json_number_value (lo): 0, hi? json_number_value (hi): 1,
+                                      min? (size_t) json_integer_value (min): 1);
+    if (!list) {
+        snprintf (why, whylen, "out of memory");
+        return NULL;
+    }
+    json_t *answer = json_pack ("{s:o}", "tasks", list);
+    if (answer && lo)
+        json_object_set_new (answer, "band", json_pack ("[f, f]", json_number_value (lo),
+                                                        json_number_value (hi)));
+    return answer;
+}
+
+//  A multi-turn tool's state: get, put (optionally only over the version
+//  it read) or close. *code says which ERROR when NULL comes back.
+static json_t *
+s_answer_trajectory (s_broker_t *self, json_t *query, uint32_t *code, char *why, size_t whylen)
+{
+    const char *id = json_string_value (json_object_get (query, "id"));
+    const char *op = json_string_value (json_object_get (query, "op"));
+    json_t *state = json_object_get (query, "state");
+    json_t *if_version = json_object_get (query, "if_version");
+    if (!id || !*id || strlen (id) >= PROTO_MAX_STR || !op
+    ||  (!streq (op, "get") && !streq (op, "put") && !streq (op, "close"))
+    ||  (streq (op, "put") && !state)
+    ||  (if_version && (!json_is_integer (if_version) || json_integer_value (if_version) < 0))) {
+        snprintf (why, whylen, "trajectory: wants id (1 to %d bytes), op get, put or close, "
+                  "state (put), [if_version >= 0 (put)]", PROTO_MAX_STR - 1);
+        return NULL;
+    }
+    uint64_t version = 0;
+    json_t *value = NULL;
+    if (streq (op, "get")) {
+        value = json_incref (broker_trajectories_get (self->trajectories, id, &version));
+    }
+    else
+    if (streq (op, "close"))
+        value = broker_trajectories_close (self->trajectories, id);
+    else {
+        char *data = NULL;
+        size_t size = 0;
+        if (proto_mpk_encode (state, &data, &size)) {
+            snprintf (why, whylen, "out of memory");
+            return NULL;
+        }
+        free (data);
+        uint64_t wanted = !if_version? 0:
+                          json_integer_value (if_version) == 0? UINT64_MAX:
+                          (uint64_t) json_integer_value (if_version);
+        int rc = broker_trajectories_put (self->trajectories, id, state, size, wanted, &version);
+        if (rc == -2) {
+            *code = PROTO_ERR_CONFLICT;
+            snprintf (why, whylen, "trajectory '%.64s' is at version %" PRIu64 ", not %" PRIu64,
+                      id, version, (uint64_t) json_integer_value (if_version));
+            return NULL;
+        }
+        if (rc) {
+            *code = PROTO_ERR_TOO_LARGE;
+            snprintf (why, whylen, "trajectory state of %zu bytes: over %u, or out of memory",
+                      size, BROKER_TRAJECTORY_MAX_STATE);
+            return NULL;
+        }
+        value = json_incref (state);
+    }
+    return json_pack ("{s:s, s:o, s:I}", "id", id, "state", value? value: json_null (),
+                      "version", (json_int_t) version);
+}
+
+//  QUERY: ANSWER with a map, or ERROR 400 / 404 with the reason.
+static void
+s_client_query (s_broker_t *self, proto_msg_t *msg)
+{
+    proto_mpk_limits_t limits;
+    proto_mpk_limits_default (&limits);
+    limits.max_bytes = 2 * BROKER_TRAJECTORY_MAX_STATE;     //  a few keys, or one state
+    char why [256] = "";
+    uint32_t code = PROTO_ERR_MALFORMED;
+    json_t *answer = NULL;
+    json_t *query = proto_mpk_decode (zframe_data (msg->body), zframe_size (msg->body), &limits,
+                                      why, sizeof why);
+    const char *what = json_string_value (json_object_get (query, "what"));
+    if (!query || !json_is_object (query))
+        snprintf (why, sizeof why, "QUERY body is not a map");
+    else
+    if (!what)
+        snprintf (why, sizeof why, "QUERY without 'what'");
+    else
+    if (streq (what, "stats"))
+        answer = s_answer_stats (self);
+    else
+    if (streq (what, "workers"))
+        answer = s_answer_workers (self);
+    else
+    if (streq (what, "cache"))
+        answer = broker_cache_stats_json (self->cache);
+    else
+    if (streq (what, "job")) {
+        json_t *id = json_object_get (query, "job");
+        s_job_t *job = NULL;
+        if (json_is_integer (id) && json_integer_value (id) >= 0) {
+            uint64_t key = (uint64_t) json_integer_value (id);
+            job = (s_job_t *) zhashx_lookup (self->jobs, &key);
+            if (!job) {
+                code = PROTO_ERR_NOT_FOUND;
+                snprintf (why, sizeof why, "no job %" PRIu64 " (unknown, or its result was retired)", key);
+            }
+        }
+        else
+            snprintf (why, sizeof why, "job: wants job (an integer id)");
+        if (job)
+            answer = json_pack ("{s:o}", "job", s_job_json (self, job, true));
+    }
+    else
+    if (streq (what, "jobs"))
+        answer = s_answer_jobs (self, query, why, sizeof why);
+    else
+    if (streq (what, "results"))
+        answer = s_answer_results (self, query, why, sizeof why);
+    else
+    if (streq (what, "tasks"))
+        answer = s_answer_tasks (self, query, why, sizeof why);
+    else
+    if (streq (what, "trajectory"))
+        answer = s_answer_trajectory (self, query, &code, why, sizeof why);
+    else
+        snprintf (why, sizeof why, "unknown query '%.64s': stats, workers, job, jobs, results, "
+                  "cache, tasks or trajectory", what);
+    json_decref (query);
+
+    char *data = NULL;
+    size_t size = 0;
+    if (answer && proto_mpk_encode (answer, &data, &size) == 0 && size <= PROTO_MAX_BODY) {
+        zframe_t *body = zframe_new (data, size);
+        proto_msg_reset (self->out, PROTO_ANSWER);
+        self->out->ref = msg->ref;
+        if (s_send (self, self->clients, msg->routing_id, body))
+            s_bump (&self->stats.undeliverable, self->m.results_undeliverable);
+        zframe_destroy (&body);
+    }
+    else {
+        if (answer) {
+            code = PROTO_ERR_TOO_LARGE;
+            snprintf (why, sizeof why, "the answer is over %u bytes: ask for fewer (limit)",
+                      PROTO_MAX_BODY);
+        }
+        else
+        if (code == PROTO_ERR_MALFORMED)
+            s_bump (&self->stats.malformed, self->m.messages_malformed);
+        s_send_error (self, self->clients, msg->routing_id, code, why, msg->ref, 0);
+    }
+    free (data);
+    json_decref (answer);
+}
+
 //  DISCONNECT from a client: its waiting jobs are dropped (running ones
 //  finish and their results are kept for a while).
 static void
@@ -1173,7 +2043,13 @@ s_client_disconnect (s_broker_t *self, zframe_t *identity)
         s_job_t *job = backend->queue.head;
         while (job) {
             s_job_t *next = job->next;
+            if (job->client == client && job->followers.size) {
+                job->cancelled = true;          //  runs on for the jobs that follow it
+                dropped++;
+            }
+            else
             if (job->client == client) {
+                s_unlead (self, job);
                 s_list_remove (&backend->queue, job);
                 self->queued--;
                 if (self->store && broker_store_delete (self->store, job->id))
@@ -1231,6 +2107,12 @@ s_handle_client (s_broker_t *self, int64_t now)
             break;
         case PROTO_DRAIN:
             s_client_drain (self, msg);
+            break;
+        case PROTO_CANCEL:
+            s_client_cancel (self, msg);
+            break;
+        case PROTO_QUERY:
+            s_client_query (self, msg);
             break;
         case PROTO_DISCONNECT:
             s_client_disconnect (self, msg->routing_id);
@@ -1297,8 +2179,7 @@ s_end_batch (s_broker_t *self)
                           "cannot store the job", job->ref, 0);
             self->stats.rejected++;
             common_metric_inc (self->m.jobs_rejected, "store_error");
-            s_list_remove (&job->backend->queue, job);
-            self->queued--;
+            s_job_unlink (self, job);
             s_job_destroy (self, &job);
             continue;
         }
@@ -1319,10 +2200,17 @@ s_end_batch (s_broker_t *self)
                 s_client_unbind (self, job->client);
             continue;
         }
-        if (entry->resend && job->state == JOB_DONE)
+        if (entry->resend && job->state == JOB_DONE && !job->cancelled)
             s_resend_result (self, job, NULL);
     }
     self->ndeferred = 0;
+    s_send_summaries (self);
+    //  Task statistics reach the disk at most once a second.
+    int64_t now = s_now_us ();
+    if (self->tasks && now >= self->next_tasks_flush_us) {
+        broker_tasks_flush (self->tasks);
+        self->next_tasks_flush_us = now + 1000000;
+    }
     if (self->dispatch_due)
         s_dispatch_all (self);
     //  Dispatch does not write the store, but a failed send may requeue
@@ -1368,27 +2256,16 @@ s_update_gauges (s_broker_t *self)
 {
     for (s_backend_t *backend = (s_backend_t *) zhashx_first (self->backends); backend;
          backend = (s_backend_t *) zhashx_next (self->backends)) {
-        size_t idle = 0, busy = 0, draining = 0, quarantined = 0, leased = 0;
+        size_t kinds [S_KINDS] = { 0 }, leased = 0;
         for (size_t i = 0; i < backend->nworkers; i++) {
-            s_worker_t *worker = backend->workers [i];
-            leased += worker->jobs.size;
-            if (worker->state == WORKER_DRAINING)
-                draining++;
-            else
-            if (worker->state == WORKER_QUARANTINED)
-                quarantined++;
-            else
-            if (worker->jobs.size)
-                busy++;
-            else
-                idle++;
+            leased += backend->workers [i]->jobs.size;
+            kinds [s_worker_kind (backend->workers [i])]++;
         }
         common_metric_set (self->m.queue_depth, (double) backend->queue.size, backend->name);
         common_metric_set (self->m.jobs_in_flight, (double) leased, backend->name);
-        common_metric_set (self->m.workers, (double) idle, backend->name, "idle");
-        common_metric_set (self->m.workers, (double) busy, backend->name, "busy");
-        common_metric_set (self->m.workers, (double) draining, backend->name, "draining");
-        common_metric_set (self->m.workers, (double) quarantined, backend->name, "quarantined");
+        for (int kind = 0; kind < S_KINDS; kind++)
+            common_metric_set (self->m.workers, (double) kinds [kind], backend->name,
+                               s_kind_names [kind]);
     }
 }
 
@@ -1508,6 +2385,7 @@ s_load_row (const broker_store_row_t *row, void *arg)
     }
     if (row->done) {
         job->state = JOB_DONE;
+        job->reward = job->speedup = NAN;
         job->finished_us = row->finished_us;
         job->queue_s = row->queue_s;
         job->graded_by = strdup (row->worker);
@@ -1516,6 +2394,12 @@ s_load_row (const broker_store_row_t *row, void *arg)
     else {
         job->state = JOB_QUEUED;
         job->body = zframe_new (row->body, row->body_size);
+        //  Its header policy was not stored: its result is kept (refresh),
+        //  and identical jobs no longer wait for it.
+        job->policy = S_CACHE_REFRESH;
+        job->reward = job->speedup = NAN;
+        if (job->body)
+            s_job_describe (self, job, job->body);
         client->unfinished++;
         s_list_push_back (&backend->queue, job);
         self->queued++;
@@ -1577,6 +2461,7 @@ s_broker_destroy (s_broker_t **self_p)
     zsock_destroy (&self->clients);
     zsock_destroy (&self->workers);
     zactor_destroy (&self->auth);
+    broker_tasks_destroy (&self->tasks);        //  flushes through the store's connection
     broker_store_destroy (&self->store);
     //  Every job is in one list: a queue, a worker's leases, or the
     //  finished list (a walk of the job table would rescan it per delete).
@@ -1619,6 +2504,16 @@ s_broker_destroy (s_broker_t **self_p)
         free (self->orphans);
     }
     zhashx_destroy (&self->jobs);
+    zhashx_destroy (&self->leaders);
+    if (self->summaries) {
+        zmsg_t *entry;
+        while ((entry = (zmsg_t *) zlist_pop (self->summaries)))
+            zmsg_destroy (&entry);
+        zlist_destroy (&self->summaries);
+    }
+    broker_cache_destroy (&self->cache);
+    broker_groups_destroy (&self->groups);
+    broker_trajectories_destroy (&self->trajectories);
     zhashx_destroy (&self->worker_table);
     zhashx_destroy (&self->backends);
     zhashx_destroy (&self->clients_by_key);
@@ -1695,8 +2590,15 @@ s_broker_new (zsock_t *pipe, const broker_config_t *cfg, char *err, size_t errle
     self->clients_by_key = s_table_new (NULL, NULL);
     self->clients_by_id = s_table_new (s_frame_hash, s_frame_compare);
     self->orphans = s_client_new (NULL);
+    self->leaders = s_table_new (s_key_hash, s_key_compare);
+    self->summaries = zlist_new ();
+    self->cache = broker_cache_new (self->cfg.cache_entries, (size_t) self->cfg.cache_bytes);
+    self->groups = broker_groups_new (100000);
+    self->trajectories = broker_trajectories_new (100000, 256u << 20);
+    self->started_us = s_now_us ();
     if (!self->in || !self->out || !self->jobs || !self->worker_table || !self->backends
-    ||  !self->clients_by_key || !self->clients_by_id || !self->orphans) {
+    ||  !self->clients_by_key || !self->clients_by_id || !self->orphans || !self->leaders
+    ||  !self->summaries || !self->cache || !self->groups || !self->trajectories) {
         snprintf (err, errlen, "out of memory");
         s_broker_destroy (&self);
         return NULL;
@@ -1710,6 +2612,14 @@ s_broker_new (zsock_t *pipe, const broker_config_t *cfg, char *err, size_t errle
             return NULL;
         }
         self->cfg.db_path = NULL;       //  the caller's string
+    }
+    //  Task statistics live in the job database when there is one.
+    size_t window = self->cfg.task_window? self->cfg.task_window: 100;
+    self->tasks = self->store? broker_tasks_new_shared (window, broker_store_db (self->store), err, errlen):
+                               broker_tasks_new (window, NULL, err, errlen);
+    if (!self->tasks) {
+        s_broker_destroy (&self);
+        return NULL;
     }
     if (self->cfg.curve_secret) {
         //  The ZAP handler runs before anything binds, and for the broker's
@@ -1802,6 +2712,9 @@ broker_config_default (broker_config_t *cfg)
     cfg->max_attempts = 3;
     cfg->keep_results = 100000;
     cfg->keep_s = 3600;
+    cfg->cache_entries = 10000;
+    cfg->cache_bytes = 256u << 20;
+    cfg->task_window = 100;
 }
 
 void

@@ -22,6 +22,10 @@
     With config.metrics set, the actor moves the Prometheus figures of
     docs/metrics.md as it goes (the registry is the one object it shares
     with another thread, the HTTP server's, by design: common_metrics.h).
+    Section 14 of the spec: it decodes each job body once, to key the
+    result cache (broker_cache), follow identical jobs in flight, and name
+    the task for its statistics (broker_tasks) and GRPO groups
+    (broker_groups); it answers CANCEL and QUERY.
     Spec: docs/protocol.md; guarantees: docs/reliability.md.
 */
 #ifndef BROKER_SERVER_H
@@ -50,6 +54,9 @@ typedef struct {
     common_metrics_broker_t *metrics;   //  figures to move (borrowed; NULL: none, the default)
     common_metrics_t *registry;     //  their registry, for the stall beat (borrowed; may be NULL)
     bool notify;                    //  speak sd_notify: STATUS (throttled), WATCHDOG, STOPPING
+    uint32_t cache_entries;         //  result cache entries (default 10000; 0: no cache)
+    uint64_t cache_bytes;           //  result cache bytes (default 256 MiB)
+    uint32_t task_window;           //  results per task in its statistics (default 100)
 } broker_config_t;
 
 void broker_config_default (broker_config_t *cfg);

@@ -337,6 +337,12 @@ broker_store_result (broker_store_t *self, uint64_t id)
     return frame;
 }
 
+struct sqlite3 *
+broker_store_db (broker_store_t *self)
+{
+    return self->db;
+}
+
 bool
 broker_store_pending (broker_store_t *self)
 {

@@ -83,6 +83,10 @@ zframe_t *broker_store_result (broker_store_t *self, uint64_t id);
 //  True while writes wait for a commit.
 bool broker_store_pending (broker_store_t *self);
 
+//  The store's connection, for a module that keeps its own table in the
+//  same file (broker_tasks): the file is locked to this connection.
+struct sqlite3 *broker_store_db (broker_store_t *self);
+
 //  Commit the open transaction (0 when there is none). On failure the
 //  transaction is rolled back and -1 returned: none of its writes happened.
 int broker_store_commit (broker_store_t *self);

@@ -12,6 +12,11 @@ void common_seterr (char *err, size_t errlen, const char *fmt, ...)
 
 //  Monotonic clock in seconds / nanoseconds.
 double common_now_s (void);
+
+//  Copy text into out (size bytes with the NUL) as valid UTF-8 cut at a
+//  character boundary, each byte that starts no valid sequence as '?': a
+//  string jansson always takes, from a peer's arbitrary bytes.
+void common_utf8_copy (char *out, size_t size, const char *text);
 uint64_t common_now_ns (void);
 
 #endif

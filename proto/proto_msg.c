@@ -39,7 +39,12 @@ enum {
     F_STATE = 1 << 15,
     F_COUNT = 1 << 16,
     F_PENDING = 1 << 17,
-    F_STATUS = 1 << 18
+    F_STATUS = 1 << 18,
+    F_GROUP = 1 << 19,
+    F_GROUP_SIZE = 1 << 20,
+    F_TRAJECTORY = 1 << 21,
+    F_CACHE = 1 << 22,
+    F_HOST = 1 << 23
 };
 
 typedef enum { T_U64, T_U32, T_REAL, T_STR } s_field_type_t;
@@ -74,6 +79,11 @@ static const s_field_t s_fields [] = {
     S_FIELD ("count", F_COUNT, T_U32, count),
     S_FIELD ("pending", F_PENDING, T_U32, pending),
     S_FIELD ("status", F_STATUS, T_STR, status),
+    S_FIELD ("group", F_GROUP, T_STR, group),
+    S_FIELD ("group_size", F_GROUP_SIZE, T_U32, group_size),
+    S_FIELD ("trajectory", F_TRAJECTORY, T_STR, trajectory),
+    S_FIELD ("cache", F_CACHE, T_STR, cache),
+    S_FIELD ("host", F_HOST, T_STR, host),
 };
 #define S_NFIELDS (sizeof (s_fields) / sizeof (s_fields [0]))
 
@@ -87,11 +97,12 @@ typedef struct {
 
 static const s_command_t s_commands [] = {
     [0] = { "UNKNOWN", 0, 0, false },
-    [PROTO_READY] = { "READY", F_BACKEND | F_DEVICE | F_CAPACITY | F_NAME | F_PID | F_STATE,
+    [PROTO_READY] = { "READY", F_BACKEND | F_DEVICE | F_CAPACITY | F_NAME | F_PID | F_STATE | F_HOST,
                       F_BACKEND | F_DEVICE | F_CAPACITY | F_NAME, false },
     [PROTO_HEARTBEAT] = { "HEARTBEAT", F_CLIENT | F_STATE, 0, false },
     [PROTO_DISCONNECT] = { "DISCONNECT", F_REASON, 0, false },
-    [PROTO_SUBMIT] = { "SUBMIT", F_REF | F_BACKEND | F_TAG | F_CLIENT | F_RETRY,
+    [PROTO_SUBMIT] = { "SUBMIT", F_REF | F_BACKEND | F_TAG | F_CLIENT | F_RETRY | F_GROUP
+                                 | F_GROUP_SIZE | F_TRAJECTORY | F_CACHE,
                        F_REF | F_BACKEND, true },
     [PROTO_ACCEPTED] = { "ACCEPTED", F_REF | F_JOB, F_REF | F_JOB, false },
     [PROTO_JOB] = { "JOB", F_JOB | F_ATTEMPT, F_JOB | F_ATTEMPT, true },
@@ -101,6 +112,10 @@ static const s_command_t s_commands [] = {
     [PROTO_FETCH] = { "FETCH", F_REF | F_CLIENT | F_JOB | F_TAG, F_REF | F_CLIENT, false },
     [PROTO_DONE] = { "DONE", F_REF | F_COUNT | F_PENDING, F_REF | F_COUNT, false },
     [PROTO_DRAIN] = { "DRAIN", F_REF | F_NAME | F_REASON, 0, false },
+    [PROTO_CANCEL] = { "CANCEL", F_REF | F_JOB | F_CLIENT, F_REF | F_JOB, false },
+    [PROTO_QUERY] = { "QUERY", F_REF | F_CLIENT, F_REF, true },
+    [PROTO_ANSWER] = { "ANSWER", F_REF, F_REF, true },
+    [PROTO_SUMMARY] = { "SUMMARY", F_GROUP, F_GROUP, true },
 };
 #define S_NCOMMANDS (sizeof (s_commands) / sizeof (s_commands [0]))
 
@@ -160,6 +175,8 @@ s_clear_fields (proto_msg_t *self, proto_cmd_t cmd)
     self->backend [0] = self->device [0] = self->name [0] = 0;
     self->tag [0] = self->reason [0] = 0;
     self->client [0] = self->state [0] = self->status [0] = 0;
+    self->group [0] = self->trajectory [0] = self->cache [0] = self->host [0] = 0;
+    self->group_size = 0;
 }
 
 void
@@ -501,7 +518,8 @@ s_encode_header (proto_msg_t *self, s_header_buf_t *hb)
     msgpack_packer_init (&pk, hb, s_header_write);
     switch (self->cmd) {
         case PROTO_READY:
-            msgpack_pack_map (&pk, 4 + (self->pid? 1: 0) + (self->state [0]? 1: 0));
+            msgpack_pack_map (&pk, 4 + (self->pid? 1: 0) + (self->state [0]? 1: 0)
+                                   + (self->host [0]? 1: 0));
             s_pack_str (&pk, "backend", self->backend);
             s_pack_str (&pk, "device", self->device);
             s_pack_uint (&pk, "capacity", self->capacity);
@@ -510,6 +528,8 @@ s_encode_header (proto_msg_t *self, s_header_buf_t *hb)
                 s_pack_uint (&pk, "pid", self->pid);
             if (self->state [0])
                 s_pack_str (&pk, "state", self->state);
+            if (self->host [0])
+                s_pack_str (&pk, "host", self->host);
             break;
         case PROTO_HEARTBEAT:
             msgpack_pack_map (&pk, (self->client [0]? 1: 0) + (self->state [0]? 1: 0));
@@ -525,7 +545,9 @@ s_encode_header (proto_msg_t *self, s_header_buf_t *hb)
             break;
         case PROTO_SUBMIT:
             msgpack_pack_map (&pk, 2 + (self->tag [0]? 1: 0) + (self->client [0]? 1: 0)
-                                   + (self->retry? 1: 0));
+                                   + (self->retry? 1: 0) + (self->group [0]? 1: 0)
+                                   + (self->group_size? 1: 0) + (self->trajectory [0]? 1: 0)
+                                   + (self->cache [0]? 1: 0));
             s_pack_uint (&pk, "ref", self->ref);
             s_pack_str (&pk, "backend", self->backend);
             if (self->tag [0])
@@ -534,6 +556,14 @@ s_encode_header (proto_msg_t *self, s_header_buf_t *hb)
                 s_pack_str (&pk, "client", self->client);
             if (self->retry)
                 s_pack_uint (&pk, "retry", self->retry);
+            if (self->group [0])
+                s_pack_str (&pk, "group", self->group);
+            if (self->group_size)
+                s_pack_uint (&pk, "group_size", self->group_size);
+            if (self->trajectory [0])
+                s_pack_str (&pk, "trajectory", self->trajectory);
+            if (self->cache [0])
+                s_pack_str (&pk, "cache", self->cache);
             break;
         case PROTO_ACCEPTED:
             msgpack_pack_map (&pk, 2);
@@ -593,6 +623,27 @@ s_encode_header (proto_msg_t *self, s_header_buf_t *hb)
                 s_pack_str (&pk, "name", self->name);
             if (self->reason [0])
                 s_pack_str (&pk, "reason", self->reason);
+            break;
+        case PROTO_CANCEL:
+            msgpack_pack_map (&pk, 2 + (self->client [0]? 1: 0));
+            s_pack_uint (&pk, "ref", self->ref);
+            s_pack_uint (&pk, "job", self->job);
+            if (self->client [0])
+                s_pack_str (&pk, "client", self->client);
+            break;
+        case PROTO_QUERY:
+            msgpack_pack_map (&pk, 1 + (self->client [0]? 1: 0));
+            s_pack_uint (&pk, "ref", self->ref);
+            if (self->client [0])
+                s_pack_str (&pk, "client", self->client);
+            break;
+        case PROTO_ANSWER:
+            msgpack_pack_map (&pk, 1);
+            s_pack_uint (&pk, "ref", self->ref);
+            break;
+        case PROTO_SUMMARY:
+            msgpack_pack_map (&pk, 1);
+            s_pack_str (&pk, "group", self->group);
             break;
         default:
             return -1;

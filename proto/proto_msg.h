@@ -7,14 +7,16 @@
         frame 2: body (optional), opaque msgpack (a job or a result)
     Unknown header keys are ignored (extensible); missing required keys and
     wrong types are malformed. Bodies are never decoded here: the broker
-    routes them untouched.
+    routes them untouched (it reads a job body once, to key its result
+    cache; docs/protocol.md section 14).
 
     Commands and their header fields (all integers unsigned):
         READY      W->B  backend(str) device(str) capacity(int) name(str) [pid(int)]
-                         [state(str)]
+                         [state(str)] [host(str)]
         HEARTBEAT  any   [client(str)] (C->B) [state(str)] (W->B)
         DISCONNECT any   [reason(str)]
         SUBMIT     C->B  ref(int) backend(str) [tag(str)] [client(str)] [retry(int)]
+                         [group(str)] [group_size(int)] [trajectory(str)] [cache(str)]
                                                                           body: job
         ACCEPTED   B->C  ref(int) job(int)
         JOB        B->W  job(int) attempt(int)                            body: job
@@ -28,6 +30,10 @@
         FETCH      C->B  ref(int) client(str) [job(int)] [tag(str)]
         DONE       B->C  ref(int) count(int) [pending(int)]
         DRAIN      C->B  ref(int) name(str);  B->W  [reason(str)]
+        CANCEL     C->B  ref(int) job(int) [client(str)]           (reply: DONE)
+        QUERY      C->B  ref(int) [client(str)]                    body: query
+        ANSWER     B->C  ref(int)                                  body: answer
+        SUMMARY    B->C  group(str)                                body: summary
     The ZAP User-Id of the connection (CURVE: the peer's public key in Z85)
     is read into user_id on receive.
 */
@@ -54,10 +60,14 @@ typedef enum {
     PROTO_ERROR = 8,
     PROTO_FETCH = 9,
     PROTO_DONE = 10,
-    PROTO_DRAIN = 11
+    PROTO_DRAIN = 11,
+    PROTO_CANCEL = 12,
+    PROTO_QUERY = 13,
+    PROTO_ANSWER = 14,
+    PROTO_SUMMARY = 15
 } proto_cmd_t;
 
-#define PROTO_CMD_MAX PROTO_DRAIN   //  highest command number
+#define PROTO_CMD_MAX PROTO_SUMMARY //  highest command number
 #define PROTO_KEY_Z85 40            //  chars of a CURVE public key in Z85
 
 //  Error codes carried by ERROR (and used as result "invalid" reasons).
@@ -66,6 +76,7 @@ typedef enum {
     PROTO_ERR_UNKNOWN_COMMAND = 401,
     PROTO_ERR_TOO_LARGE = 413,
     PROTO_ERR_NOT_FOUND = 404,      //  DRAIN: no worker of that name
+    PROTO_ERR_CONFLICT = 409,       //  QUERY trajectory put: another writer came first
     PROTO_ERR_OVERLOADED = 429,     //  queue or client limit reached
     PROTO_ERR_UNKNOWN_PEER = 440,   //  worker not registered: send READY again
     PROTO_ERR_INTERNAL = 500
@@ -84,6 +95,7 @@ typedef struct {
     uint32_t retry;                 //  SUBMIT: 1 = a resend of ref (may be accepted already)
     uint32_t count;                 //  DONE: results sent / workers told
     uint32_t pending;               //  DONE: matching jobs not finished yet
+    uint32_t group_size;            //  SUBMIT: the group's declared size (0 = not said)
     double queue_s;                 //  RESULT to client: seconds queued
     char backend[PROTO_MAX_STR];    //  READY, SUBMIT
     char device[PROTO_MAX_STR];     //  READY
@@ -93,6 +105,10 @@ typedef struct {
     char client[PROTO_MAX_STR];     //  SUBMIT, FETCH, HEARTBEAT: the client's stable id
     char state[PROTO_MAX_STR];      //  READY, HEARTBEAT from a worker: its state
     char status[PROTO_MAX_STR];     //  RESULT: the result's status ("" = not said)
+    char group[PROTO_MAX_STR];      //  SUBMIT, SUMMARY: GRPO group id
+    char trajectory[PROTO_MAX_STR]; //  SUBMIT: multi-turn trajectory id
+    char cache[PROTO_MAX_STR];      //  SUBMIT: result cache policy: use (""), refresh, bypass
+    char host[PROTO_MAX_STR];       //  READY: the worker's host name
     char user_id[PROTO_KEY_Z85 + 1];//  received: ZAP User-Id of the connection ("" = none)
     zframe_t *body;                 //  job or result (owned), or NULL
 } proto_msg_t;

@@ -883,6 +883,581 @@ START_TEST (test_drained_and_quarantined_workers_get_no_new_jobs)
 }
 END_TEST
 
+//  --------------------------------------------------------------------------
+//  Section 14: result cache, coalescing, CANCEL, QUERY, SUMMARY, task statistics
+
+//  A job body (msgpack) of task "name" with this candidate source and seed.
+static zframe_t *
+s_job_frame (const char *task, const char *source, int seed, const char *tag)
+{
+    json_t *job = json_pack ("{s:{s:s, s:s}, s:{s:s}, s:{s:i}}", "task", "name", task, "backend",
+                             "cpu", "candidate", "source", source, "eval", "seed", seed);
+    if (tag)
+        json_object_set_new (job, "tag", json_string (tag));
+    char *data;
+    size_t size;
+    ck_assert_int_eq (proto_mpk_encode (job, &data, &size), 0);
+    zframe_t *frame = zframe_new (data, size);
+    free (data);
+    json_decref (job);
+    return frame;
+}
+
+//  SUBMIT with the section 14 header fields; returns the job id from ACCEPTED.
+static uint64_t
+s_submit_job (zsock_t *client, uint64_t ref, zframe_t *body, const char *tag, const char *group,
+              uint32_t group_size, const char *cache)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_SUBMIT);
+    msg->ref = ref;
+    proto_msg_set_str (msg->backend, "cpu");
+    proto_msg_set_str (msg->tag, tag);
+    proto_msg_set_str (msg->group, group);
+    msg->group_size = group_size;
+    proto_msg_set_str (msg->cache, cache);
+    proto_msg_set_body (msg, &body);
+    ck_assert_int_eq (proto_msg_send (msg, client), 0);
+    proto_msg_destroy (&msg);
+    msg = s_expect (client, PROTO_ACCEPTED);
+    ck_assert_uint_eq (msg->ref, ref);
+    uint64_t job = msg->job;
+    proto_msg_destroy (&msg);
+    return job;
+}
+
+//  A worker's RESULT with a msgpack result body.
+static void
+s_send_graded (zsock_t *worker, proto_msg_t *job, const char *status, double reward, double speedup)
+{
+    json_t *result = json_pack ("{s:s, s:f, s:f, s:s}", "status", status, "reward", reward,
+                                "speedup", speedup, "message", "");
+    char *data;
+    size_t size;
+    ck_assert_int_eq (proto_mpk_encode (result, &data, &size), 0);
+    json_decref (result);
+    proto_msg_t *msg = proto_msg_new (PROTO_RESULT);
+    msg->job = job->job;
+    msg->attempt = job->attempt;
+    proto_msg_set_str (msg->status, status);
+    zframe_t *frame = zframe_new (data, size);
+    free (data);
+    proto_msg_set_body (msg, &frame);
+    ck_assert_int_eq (proto_msg_send (msg, worker), 0);
+    proto_msg_destroy (&msg);
+}
+
+static json_t *
+s_decode_body (proto_msg_t *msg)
+{
+    ck_assert_ptr_nonnull (msg->body);
+    proto_mpk_limits_t limits;
+    proto_mpk_limits_default (&limits);
+    char err [128];
+    json_t *value = proto_mpk_decode (zframe_data (msg->body), zframe_size (msg->body), &limits,
+                                      err, sizeof err);
+    ck_assert_msg (value != NULL, "body does not decode: %s", err);
+    return value;
+}
+
+//  The next RESULT on the client: its ref, and its body decoded.
+static json_t *
+s_next_result (zsock_t *client, uint64_t *ref, char worker [PROTO_MAX_STR])
+{
+    proto_msg_t *msg = s_expect (client, PROTO_RESULT);
+    *ref = msg->ref;
+    if (worker)
+        memcpy (worker, msg->name, PROTO_MAX_STR);
+    json_t *result = s_decode_body (msg);
+    proto_msg_destroy (&msg);
+    return result;
+}
+
+//  QUERY with this body (raw bytes); the next message: ANSWER (decoded,
+//  returned) or, when want_code, ERROR with that code (NULL returned).
+static json_t *
+s_query_raw (zsock_t *client, uint64_t ref, const void *data, size_t size, uint32_t want_code)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_QUERY);
+    msg->ref = ref;
+    zframe_t *frame = zframe_new (data, size);
+    proto_msg_set_body (msg, &frame);
+    ck_assert_int_eq (proto_msg_send (msg, client), 0);
+    proto_msg_destroy (&msg);
+    msg = s_expect (client, want_code? PROTO_ERROR: PROTO_ANSWER);
+    ck_assert_uint_eq (msg->ref, ref);
+    json_t *answer = NULL;
+    if (want_code)
+        ck_assert_uint_eq (msg->code, want_code);
+    else
+        answer = s_decode_body (msg);
+    proto_msg_destroy (&msg);
+    return answer;
+}
+
+static json_t *
+s_query (zsock_t *client, json_t *query, uint32_t want_code)
+{
+    char *data;
+    size_t size;
+    ck_assert_int_eq (proto_mpk_encode (query, &data, &size), 0);
+    json_decref (query);
+    json_t *answer = s_query_raw (client, 77, data, size, want_code);
+    free (data);
+    return answer;
+}
+
+static long long
+s_path_int (json_t *root, const char *a, const char *b)
+{
+    json_t *value = json_object_get (root, a);
+    if (b)
+        value = json_object_get (value, b);
+    ck_assert_msg (json_is_integer (value), "no integer at %s.%s", a, b? b: "");
+    return json_integer_value (value);
+}
+
+static uint32_t
+s_cancel (zsock_t *client, uint64_t job)
+{
+    proto_msg_t *msg = proto_msg_new (PROTO_CANCEL);
+    msg->ref = 50;
+    msg->job = job;
+    ck_assert_int_eq (proto_msg_send (msg, client), 0);
+    proto_msg_destroy (&msg);
+    msg = s_expect (client, PROTO_DONE);
+    ck_assert_uint_eq (msg->ref, 50);
+    uint32_t count = msg->count;
+    proto_msg_destroy (&msg);
+    return count;
+}
+
+START_TEST (test_result_cache_coalescing_and_policies)
+{
+    s_broker_t broker;
+    s_broker_start (&broker, 1000, 3, 1000);
+    zsock_t *client = s_dealer (broker.clients);
+    zsock_t *worker = s_dealer (broker.workers);
+    s_send_ready (worker, "cpu", 4, "w1");
+
+    //  The first job runs; an identical one (other seed and tag) follows it;
+    //  a bypass one runs on its own.
+    s_submit_job (client, 1, s_job_frame ("relu", "a", 1, NULL), "", "", 0, "");
+    proto_msg_t *first = s_expect (worker, PROTO_JOB);
+    s_submit_job (client, 2, s_job_frame ("relu", "a", 2, "t2"), "t2", "", 0, "use");
+    s_submit_job (client, 3, s_job_frame ("relu", "a", 3, NULL), "", "", 0, "bypass");
+    proto_msg_t *third = s_expect (worker, PROTO_JOB);
+    s_send_graded (worker, first, "ok", 1.5, 1.5);
+    uint64_t ref;
+    char who [PROTO_MAX_STR];
+    bool seen [3] = { false, false, false };
+    for (int i = 0; i < 2; i++) {
+        json_t *result = s_next_result (client, &ref, who);
+        ck_assert (ref == 1 || ref == 2);
+        seen [ref] = true;
+        ck_assert_str_eq (json_string_value (json_object_get (result, "status")), "ok");
+        //  The follower's copy says so; the original does not.
+        ck_assert (json_is_true (json_object_get (result, "cached")) == (ref == 2));
+        ck_assert (json_is_true (json_object_get (result, "coalesced")) == (ref == 2));
+        //  Each echoes its own tag, not the first job's.
+        if (ref == 2)
+            ck_assert_str_eq (json_string_value (json_object_get (result, "tag")), "t2");
+        ck_assert_str_eq (who, "w1");
+        json_decref (result);
+    }
+    ck_assert (seen [1] && seen [2]);
+    s_send_graded (worker, third, "ok", 1.4, 1.4);
+    json_t *result = s_next_result (client, &ref, NULL);
+    ck_assert_uint_eq (ref, 3);
+    ck_assert_ptr_null (json_object_get (result, "cached"));
+    json_decref (result);
+    proto_msg_destroy (&first);
+    proto_msg_destroy (&third);
+
+    //  Later, the same job is answered from the cache and never dispatched.
+    s_submit_job (client, 4, s_job_frame ("relu", "a", 9, NULL), "", "", 0, "");
+    result = s_next_result (client, &ref, who);
+    ck_assert_uint_eq (ref, 4);
+    ck_assert (json_is_true (json_object_get (result, "cached")));
+    ck_assert_ptr_null (json_object_get (result, "coalesced"));
+    ck_assert (json_is_null (json_object_get (result, "tag")));
+    ck_assert_str_eq (who, "cache");
+    json_decref (result);
+    ck_assert_int_eq (s_stat (&broker, "dispatched"), 2);
+
+    //  refresh grades again (and replaces the entry); bypass neither reads nor keeps.
+    s_submit_job (client, 5, s_job_frame ("relu", "a", 1, NULL), "", "", 0, "refresh");
+    proto_msg_t *fifth = s_expect (worker, PROTO_JOB);
+    s_send_graded (worker, fifth, "incorrect", -0.5, 0);
+    proto_msg_destroy (&fifth);
+    result = s_next_result (client, &ref, NULL);
+    ck_assert_uint_eq (ref, 5);
+    json_decref (result);
+    s_submit_job (client, 6, s_job_frame ("relu", "a", 1, NULL), "", "", 0, "");
+    result = s_next_result (client, &ref, NULL);
+    ck_assert_uint_eq (ref, 6);
+    ck_assert_str_eq (json_string_value (json_object_get (result, "status")), "incorrect");
+    ck_assert (json_is_true (json_object_get (result, "cached")));
+    json_decref (result);
+
+    //  An internal_error is not remembered: the same job runs again.
+    s_submit_job (client, 7, s_job_frame ("relu", "b", 1, NULL), "", "", 0, "");
+    proto_msg_t *job = s_expect (worker, PROTO_JOB);
+    s_send_graded (worker, job, "internal_error", 0, 0);
+    proto_msg_destroy (&job);
+    json_decref (s_next_result (client, &ref, NULL));
+    s_submit_job (client, 8, s_job_frame ("relu", "b", 1, NULL), "", "", 0, "");
+    job = s_expect (worker, PROTO_JOB);
+    s_send_graded (worker, job, "ok", 1.0, 1.0);
+    proto_msg_destroy (&job);
+    json_decref (s_next_result (client, &ref, NULL));
+
+    //  A policy the broker does not know is refused.
+    proto_msg_t *msg = proto_msg_new (PROTO_SUBMIT);
+    msg->ref = 9;
+    proto_msg_set_str (msg->backend, "cpu");
+    proto_msg_set_str (msg->cache, "sometimes");
+    zframe_t *body = s_job_frame ("relu", "a", 1, NULL);
+    proto_msg_set_body (msg, &body);
+    ck_assert_int_eq (proto_msg_send (msg, client), 0);
+    proto_msg_destroy (&msg);
+    msg = s_expect (client, PROTO_ERROR);
+    ck_assert_uint_eq (msg->code, PROTO_ERR_MALFORMED);
+    ck_assert_uint_eq (msg->ref, 9);
+    proto_msg_destroy (&msg);
+
+    json_t *cache = s_query (client, json_pack ("{s:s}", "what", "cache"), 0);
+    ck_assert_int_eq (s_path_int (cache, "hits", NULL), 2);
+    ck_assert_int_eq (s_path_int (cache, "coalesced", NULL), 1);
+    ck_assert_int_eq (s_path_int (cache, "entries", NULL), 2);
+    json_decref (cache);
+    json_t *stats = s_query (client, json_pack ("{s:s}", "what", "stats"), 0);
+    ck_assert_int_eq (s_path_int (stats, "counts", "cache_hits"), 2);
+    ck_assert_int_eq (s_path_int (stats, "counts", "coalesced"), 1);
+    ck_assert_int_eq (s_path_int (stats, "counts", "completed"), 8);
+    ck_assert_int_eq (s_path_int (stats, "statuses", "ok"), 5);
+    ck_assert_int_eq (s_path_int (stats, "statuses", "incorrect"), 2);
+    ck_assert_int_eq (s_path_int (stats, "statuses", "internal_error"), 1);
+    ck_assert (json_number_value (json_object_get (stats, "rate_1m")) > 0);
+    json_decref (stats);
+
+    zsock_destroy (&worker);
+    zsock_destroy (&client);
+    s_broker_stop (&broker);
+}
+END_TEST
+
+START_TEST (test_cancel_queries_groups_and_task_statistics)
+{
+    s_broker_t broker;
+    s_broker_start (&broker, 1000, 3, 1000);
+    zsock_t *client = s_dealer (broker.clients);
+    zsock_t *other = s_dealer (broker.clients);
+
+    //  No worker yet: a queued job is cancelled once, and only by its owner.
+    uint64_t gone = s_submit_job (client, 1, s_job_frame ("gelu", "x", 1, NULL), "", "", 0, "");
+    uint64_t theirs = s_submit_job (other, 1, s_job_frame ("gelu", "y", 1, NULL), "", "", 0, "");
+    ck_assert_uint_eq (s_cancel (other, gone), 0);
+    ck_assert_uint_eq (s_cancel (client, gone), 1);
+    ck_assert_uint_eq (s_cancel (client, gone), 0);
+    ck_assert_uint_eq (s_cancel (client, 424242), 0);
+    json_t *answer = s_query (client, json_pack ("{s:s, s:I}", "what", "job", "job", (json_int_t) gone), 0);
+    json_t *job = json_object_get (answer, "job");
+    ck_assert_str_eq (json_string_value (json_object_get (job, "state")), "cancelled");
+    ck_assert_str_eq (json_string_value (json_object_get (job, "task")), "gelu");
+    ck_assert (json_is_null (json_object_get (job, "result")));
+    json_decref (answer);
+
+    //  A worker comes: only the other client's job reaches it.
+    zsock_t *worker = s_dealer (broker.workers);
+    proto_msg_t *ready = proto_msg_new (PROTO_READY);
+    proto_msg_set_str (ready->backend, "cpu");
+    proto_msg_set_str (ready->device, "test device");
+    proto_msg_set_str (ready->name, "w1");
+    proto_msg_set_str (ready->host, "node-7");
+    ready->capacity = 4;
+    ck_assert_int_eq (proto_msg_send (ready, worker), 0);
+    proto_msg_destroy (&ready);
+    proto_msg_t *msg = s_expect (worker, PROTO_JOB);
+    ck_assert_uint_eq (msg->job, theirs);
+    s_send_graded (worker, msg, "ok", 2.0, 2.0);
+    proto_msg_destroy (&msg);
+    uint64_t ref;
+    json_decref (s_next_result (other, &ref, NULL));
+
+    //  A group of two, declared: one SUMMARY after both results.
+    uint64_t g1 = s_submit_job (client, 2, s_job_frame ("gelu", "p", 1, "tg"), "tg", "g1", 2, "");
+    uint64_t g2 = s_submit_job (client, 3, s_job_frame ("gelu", "q", 1, "tg"), "tg", "g1", 2, "");
+    for (int i = 0; i < 2; i++) {
+        msg = s_expect (worker, PROTO_JOB);
+        bool first = msg->job == g1;
+        ck_assert (first || msg->job == g2);
+        s_send_graded (worker, msg, first? "ok": "incorrect", first? 1.0: -0.5, first? 1.0: 0);
+        proto_msg_destroy (&msg);
+    }
+    json_decref (s_next_result (client, &ref, NULL));
+    json_decref (s_next_result (client, &ref, NULL));
+    msg = s_expect (client, PROTO_SUMMARY);
+    ck_assert_str_eq (msg->group, "g1");
+    json_t *summary = s_decode_body (msg);
+    proto_msg_destroy (&msg);
+    ck_assert_int_eq (s_path_int (summary, "count", NULL), 2);
+    ck_assert_double_eq_tol (json_number_value (json_object_get (summary, "pass_rate")), 0.5, 1e-9);
+    ck_assert_double_eq_tol (json_number_value (json_object_get (summary, "reward_mean")), 0.25, 1e-9);
+    ck_assert (json_is_false (json_object_get (summary, "zero_variance")));
+    ck_assert_int_eq (s_path_int (summary, "best_job", NULL), (long long) g1);
+    json_decref (summary);
+
+    //  A running job cancelled: it finishes on the worker, its result goes nowhere.
+    uint64_t running = s_submit_job (client, 4, s_job_frame ("gelu", "r", 1, NULL), "", "", 0, "");
+    msg = s_expect (worker, PROTO_JOB);
+    ck_assert_uint_eq (msg->job, running);
+    ck_assert_uint_eq (s_cancel (client, running), 1);
+    s_send_graded (worker, msg, "ok", 1.0, 1.0);
+    proto_msg_destroy (&msg);
+    const char *state = NULL;
+    for (int tries = 0; tries < 500; tries++) {
+        answer = s_query (client, json_pack ("{s:s, s:I}", "what", "job", "job", (json_int_t) running), 0);
+        bool done = streq (json_string_value (json_object_get (json_object_get (answer, "job"), "state")),
+                           "cancelled");
+        json_decref (answer);
+        if (done) {
+            state = "cancelled";
+            break;
+        }
+        zclock_sleep (5);
+    }
+    ck_assert_str_eq (state, "cancelled");
+    //  Nothing but the ANSWER comes: no RESULT for the cancelled job.
+    json_decref (s_query (client, json_pack ("{s:s}", "what", "stats"), 0));
+
+    //  jobs by tag, newest first, with results on request.
+    answer = s_query (client, json_pack ("{s:s, s:s, s:b}", "what", "jobs", "tag", "tg", "results", 1), 0);
+    json_t *jobs = json_object_get (answer, "jobs");
+    ck_assert_uint_eq (json_array_size (jobs), 2);
+    ck_assert_int_eq (s_path_int (json_array_get (jobs, 0), "job", NULL), (long long) g2);
+    ck_assert_str_eq (json_string_value (json_object_get (json_array_get (jobs, 0), "group")), "g1");
+    ck_assert_str_eq (json_string_value (json_object_get (json_object_get (json_array_get (jobs, 1), "result"),
+                                                         "status")), "ok");
+    json_decref (answer);
+    answer = s_query (client, json_pack ("{s:s, s:s, s:i}", "what", "jobs", "group", "g1", "limit", 1), 0);
+    ck_assert_uint_eq (json_array_size (json_object_get (answer, "jobs")), 1);
+    ck_assert (json_is_true (json_object_get (answer, "truncated")));
+    json_decref (answer);
+
+    //  results of a task: the three graded gelu jobs not cancelled, newest first.
+    answer = s_query (client, json_pack ("{s:s, s:s}", "what", "results", "task", "gelu"), 0);
+    json_t *results = json_object_get (answer, "results");
+    ck_assert_uint_eq (json_array_size (results), 3);
+    ck_assert_int_eq (s_path_int (json_array_get (results, 2), "job", NULL), (long long) theirs);
+    for (size_t i = 0; i < 3; i++)
+        ck_assert_int_ne (s_path_int (json_array_get (results, i), "job", NULL), (long long) running);
+    json_decref (answer);
+
+    //  Task statistics: 4 results (the cancelled one's too), 3 ok; in the
+    //  band [0.7, 0.8], not in [0, 0.5].
+    answer = s_query (client, json_pack ("{s:s}", "what", "tasks"), 0);
+    json_t *task = json_array_get (json_object_get (answer, "tasks"), 0);
+    ck_assert_str_eq (json_string_value (json_object_get (task, "task")), "gelu");
+    ck_assert_int_eq (s_path_int (task, "attempts", NULL), 4);
+    ck_assert_double_eq_tol (json_number_value (json_object_get (task, "pass_rate")), 0.75, 1e-9);
+    json_decref (answer);
+    answer = s_query (client, json_pack ("{s:s, s:f, s:f}", "what", "tasks", "lo", 0.7, "hi", 0.8), 0);
+    ck_assert_uint_eq (json_array_size (json_object_get (answer, "tasks")), 1);
+    json_decref (answer);
+    answer = s_query (client, json_pack ("{s:s, s:f, s:f}", "what", "tasks", "lo", 0.0, "hi", 0.5), 0);
+    ck_assert_uint_eq (json_array_size (json_object_get (answer, "tasks")), 0);
+    json_decref (answer);
+
+    //  workers: host, state, done.
+    answer = s_query (client, json_pack ("{s:s}", "what", "workers"), 0);
+    json_t *w = json_array_get (json_object_get (answer, "workers"), 0);
+    ck_assert_str_eq (json_string_value (json_object_get (w, "name")), "w1");
+    ck_assert_str_eq (json_string_value (json_object_get (w, "host")), "node-7");
+    ck_assert_str_eq (json_string_value (json_object_get (w, "state")), "idle");
+    ck_assert_int_eq (s_path_int (w, "done", NULL), 4);
+    json_decref (answer);
+
+    //  Bad queries get a reason, and the broker serves on.
+    s_query_raw (client, 77, "\xc0", 1, PROTO_ERR_MALFORMED);
+    s_query_raw (client, 77, "\x81\xa4what", 6, PROTO_ERR_MALFORMED);
+    json_decref (s_query (client, json_pack ("{s:s}", "what", "everything"), PROTO_ERR_MALFORMED));
+    json_decref (s_query (client, json_pack ("{s:s, s:i}", "what", "job", "job", 12345), PROTO_ERR_NOT_FOUND));
+    json_decref (s_query (client, json_pack ("{s:s, s:s}", "what", "job", "job", "1"), PROTO_ERR_MALFORMED));
+    json_decref (s_query (client, json_pack ("{s:s, s:s, s:i}", "what", "jobs", "tag", "tg", "limit", 0),
+                          PROTO_ERR_MALFORMED));
+    json_decref (s_query (client, json_pack ("{s:s, s:s, s:s}", "what", "jobs", "tag", "tg", "group", "g1"),
+                          PROTO_ERR_MALFORMED));
+    json_decref (s_query (client, json_pack ("{s:s, s:f}", "what", "tasks", "lo", 0.5), PROTO_ERR_MALFORMED));
+    //  A multi-turn tool's state: put only if new, put over the version read,
+    //  a late writer refused, close.
+    answer = s_query (client, json_pack ("{s:s, s:s, s:s, s:{s:i}, s:i}", "what", "trajectory", "id", "tr-1",
+                                         "op", "put", "state", "turns", 1, "if_version", 0), 0);
+    ck_assert_int_eq (s_path_int (answer, "version", NULL), 1);
+    json_decref (answer);
+    json_decref (s_query (client, json_pack ("{s:s, s:s, s:s, s:{s:i}, s:i}", "what", "trajectory", "id",
+                                             "tr-1", "op", "put", "state", "turns", 9, "if_version", 0),
+                          PROTO_ERR_CONFLICT));
+    answer = s_query (client, json_pack ("{s:s, s:s, s:s, s:{s:i}, s:i}", "what", "trajectory", "id", "tr-1",
+                                         "op", "put", "state", "turns", 2, "if_version", 1), 0);
+    ck_assert_int_eq (s_path_int (answer, "version", NULL), 2);
+    json_decref (answer);
+    answer = s_query (client, json_pack ("{s:s, s:s, s:s}", "what", "trajectory", "id", "tr-1", "op", "get"), 0);
+    ck_assert_int_eq (s_path_int (answer, "state", "turns"), 2);
+    ck_assert_int_eq (s_path_int (answer, "version", NULL), 2);
+    json_decref (answer);
+    answer = s_query (client, json_pack ("{s:s, s:s, s:s}", "what", "trajectory", "id", "tr-1", "op", "close"), 0);
+    ck_assert_int_eq (s_path_int (answer, "state", "turns"), 2);
+    json_decref (answer);
+    answer = s_query (client, json_pack ("{s:s, s:s, s:s}", "what", "trajectory", "id", "tr-1", "op", "get"), 0);
+    ck_assert (json_is_null (json_object_get (answer, "state")));
+    ck_assert_int_eq (s_path_int (answer, "version", NULL), 0);
+    json_decref (answer);
+    json_decref (s_query (client, json_pack ("{s:s, s:s, s:s}", "what", "trajectory", "id", "tr-1", "op", "drop"),
+                          PROTO_ERR_MALFORMED));
+    char *huge = malloc (1500 * 1024 + 1);
+    memset (huge, 'k', 1500 * 1024);
+    huge [1500 * 1024] = 0;
+    json_decref (s_query (client, json_pack ("{s:s, s:s, s:s, s:s}", "what", "trajectory", "id", "tr-2",
+                                             "op", "put", "state", huge), PROTO_ERR_TOO_LARGE));
+    free (huge);
+
+    answer = s_query (client, json_pack ("{s:s}", "what", "stats"), 0);
+    ck_assert_int_eq (s_path_int (answer, "counts", "cancelled"), 2);
+    json_decref (answer);
+
+    zsock_destroy (&worker);
+    zsock_destroy (&other);
+    zsock_destroy (&client);
+    s_broker_stop (&broker);
+}
+END_TEST
+
+START_TEST (test_followers_count_against_the_queue_bound)
+{
+    //  Identical jobs follow the first instead of queueing, but still take
+    //  room: a flood of one job cannot grow the broker without bound.
+    s_broker_t broker;
+    s_broker_start (&broker, 1000, 3, 3);
+    zsock_t *client = s_dealer (broker.clients);
+    for (int i = 1; i <= 3; i++)
+        s_submit_job (client, i, s_job_frame ("relu", "same", i, NULL), "", "", 0, "");
+    json_t *stats = s_query (client, json_pack ("{s:s}", "what", "stats"), 0);
+    ck_assert_int_eq (s_path_int (stats, "following", NULL), 2);
+    ck_assert_int_eq (s_path_int (stats, "queued", "cpu"), 1);
+    json_decref (stats);
+    proto_msg_t *msg = proto_msg_new (PROTO_SUBMIT);
+    msg->ref = 4;
+    proto_msg_set_str (msg->backend, "cpu");
+    zframe_t *body = s_job_frame ("relu", "same", 4, NULL);
+    proto_msg_set_body (msg, &body);
+    ck_assert_int_eq (proto_msg_send (msg, client), 0);
+    proto_msg_destroy (&msg);
+    msg = s_expect (client, PROTO_ERROR);
+    ck_assert_uint_eq (msg->code, PROTO_ERR_OVERLOADED);
+    proto_msg_destroy (&msg);
+    //  One worker grades it once; all three are answered.
+    zsock_t *worker = s_dealer (broker.workers);
+    s_send_ready (worker, "cpu", 4, "w1");
+    msg = s_expect (worker, PROTO_JOB);
+    s_send_graded (worker, msg, "ok", 1.0, 1.0);
+    proto_msg_destroy (&msg);
+    for (int i = 0; i < 3; i++) {
+        uint64_t ref;
+        json_decref (s_next_result (client, &ref, NULL));
+    }
+    ck_assert_int_eq (s_stat (&broker, "dispatched"), 1);
+    zsock_destroy (&worker);
+    zsock_destroy (&client);
+    s_broker_stop (&broker);
+}
+END_TEST
+
+START_TEST (test_cached_results_are_per_device_model)
+{
+    s_broker_t broker;
+    s_broker_start (&broker, 1000, 3, 100);
+    zsock_t *client = s_dealer (broker.clients);
+    const char *devices [] = { "NVIDIA H200 (sm_90, 0000:00:06.0)", "NVIDIA H200 (sm_90, 0000:00:07.0)",
+                               "NVIDIA A100 (sm_80, 0000:00:06.0)" };
+    zsock_t *workers [3];
+    for (int i = 0; i < 3; i++) {
+        workers [i] = s_dealer (broker.workers);
+        proto_msg_t *ready = proto_msg_new (PROTO_READY);
+        proto_msg_set_str (ready->backend, i < 2? "cpu": "other");
+        proto_msg_set_str (ready->device, devices [i]);
+        snprintf (ready->name, sizeof ready->name, "gpu%d", i);
+        ready->capacity = 1;
+        ck_assert_int_eq (proto_msg_send (ready, workers [i]), 0);
+        proto_msg_destroy (&ready);
+    }
+    //  Graded on one board of a model...
+    s_submit_job (client, 1, s_job_frame ("relu", "m", 1, NULL), "", "", 0, "");
+    zpoller_t *poller = zpoller_new (workers [0], workers [1], NULL);
+    zsock_t *which = (zsock_t *) zpoller_wait (poller, WAIT_MS);
+    ck_assert_ptr_nonnull (which);
+    zpoller_destroy (&poller);
+    proto_msg_t *msg = s_expect (which, PROTO_JOB);
+    s_send_graded (which, msg, "ok", 1.0, 1.0);
+    proto_msg_destroy (&msg);
+    uint64_t ref;
+    json_decref (s_next_result (client, &ref, NULL));
+    //  ... answered for the model whichever board is left.
+    s_send_cmd (which, PROTO_DISCONNECT);
+    json_decref (s_query (client, json_pack ("{s:s}", "what", "stats"), 0));    //  DISCONNECT is in
+    s_submit_job (client, 2, s_job_frame ("relu", "m", 2, NULL), "", "", 0, "");
+    json_t *result = s_next_result (client, &ref, NULL);
+    ck_assert_uint_eq (ref, 2);
+    ck_assert (json_is_true (json_object_get (result, "cached")));
+    json_decref (result);
+    json_t *cache = s_query (client, json_pack ("{s:s}", "what", "cache"), 0);
+    ck_assert_int_eq (s_path_int (cache, "entries", NULL), 1);
+    json_decref (cache);
+    for (int i = 0; i < 3; i++)
+        zsock_destroy (&workers [i]);
+    zsock_destroy (&client);
+    s_broker_stop (&broker);
+}
+END_TEST
+
+START_TEST (test_task_statistics_survive_a_restart)
+{
+    char dir [] = "/tmp/kgym-test-tasks-XXXXXX";
+    ck_assert_ptr_nonnull (mkdtemp (dir));
+    char path [128];
+    snprintf (path, sizeof path, "%s/jobs.db", dir);
+    for (int round = 0; round < 2; round++) {
+        broker_config_t cfg;
+        broker_config_default (&cfg);
+        cfg.db_path = path;
+        s_broker_t broker;
+        s_broker_start_cfg (&broker, &cfg);
+        zsock_t *client = s_dealer (broker.clients);
+        zsock_t *worker = s_dealer (broker.workers);
+        s_send_ready (worker, "cpu", 1, "w1");
+        s_submit_job (client, 1, s_job_frame ("softmax", round? "v2": "v1", 1, NULL), "", "", 0, "");
+        proto_msg_t *msg = s_expect (worker, PROTO_JOB);
+        s_send_graded (worker, msg, round? "ok": "compile_error", round? 1.0: -1.0, round? 1.0: 0);
+        proto_msg_destroy (&msg);
+        uint64_t ref;
+        json_decref (s_next_result (client, &ref, NULL));
+        json_t *answer = s_query (client, json_pack ("{s:s}", "what", "tasks"), 0);
+        json_t *task = json_array_get (json_object_get (answer, "tasks"), 0);
+        ck_assert_str_eq (json_string_value (json_object_get (task, "task")), "softmax");
+        //  The second broker still knows the first one's result.
+        ck_assert_int_eq (s_path_int (task, "attempts", NULL), round + 1);
+        ck_assert_double_eq_tol (json_number_value (json_object_get (task, "compile_rate")),
+                                 round? 0.5: 0.0, 1e-9);
+        json_decref (answer);
+        zsock_destroy (&worker);
+        zsock_destroy (&client);
+        s_broker_stop (&broker);
+    }
+    char command [160];
+    snprintf (command, sizeof command, "rm -rf '%s'", dir);
+    ck_assert_int_eq (system (command), 0);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -903,6 +1478,11 @@ s_suite (void)
     tcase_add_test (tc, test_named_client_gets_results_on_its_new_connection);
     tcase_add_test (tc, test_client_over_its_limit_is_told_429);
     tcase_add_test (tc, test_drained_and_quarantined_workers_get_no_new_jobs);
+    tcase_add_test (tc, test_result_cache_coalescing_and_policies);
+    tcase_add_test (tc, test_cancel_queries_groups_and_task_statistics);
+    tcase_add_test (tc, test_task_statistics_survive_a_restart);
+    tcase_add_test (tc, test_followers_count_against_the_queue_bound);
+    tcase_add_test (tc, test_cached_results_are_per_device_model);
     suite_add_tcase (suite, tc);
     return suite;
 }

@@ -93,6 +93,13 @@ s_assert_same (proto_msg_t *a, proto_msg_t *b)
     ck_assert_str_eq (a->name, b->name);
     ck_assert_str_eq (a->tag, b->tag);
     ck_assert_str_eq (a->reason, b->reason);
+    ck_assert_str_eq (a->client, b->client);
+    ck_assert_str_eq (a->status, b->status);
+    ck_assert_str_eq (a->group, b->group);
+    ck_assert_uint_eq (a->group_size, b->group_size);
+    ck_assert_str_eq (a->trajectory, b->trajectory);
+    ck_assert_str_eq (a->cache, b->cache);
+    ck_assert_str_eq (a->host, b->host);
     if (a->body || b->body)
         ck_assert (a->body && b->body && zframe_eq (a->body, b->body));
 }
@@ -108,6 +115,7 @@ START_TEST (test_every_command_round_trips)
     proto_msg_set_str (msg->name, "gpu-node-3/0");
     msg->capacity = 4;
     msg->pid = 31337;
+    proto_msg_set_str (msg->host, "gpu-node-3");
     proto_msg_t *got = s_via_router (&pair, msg);
     s_assert_same (msg, got);
 
@@ -138,6 +146,33 @@ START_TEST (test_every_command_round_trips)
     proto_msg_destroy (&got);
     //  The body was kept: the same message can go again.
     ck_assert_ptr_nonnull (msg->body);
+    got = s_via_router (&pair, msg);
+    s_assert_same (msg, got);
+    proto_msg_destroy (&got);
+
+    //  A SUBMIT with every optional field.
+    proto_msg_set_str (msg->client, "c-1");
+    msg->retry = 1;
+    proto_msg_set_str (msg->group, "prompt-17");
+    msg->group_size = 8;
+    proto_msg_set_str (msg->trajectory, "traj-3");
+    proto_msg_set_str (msg->cache, "refresh");
+    got = s_via_router (&pair, msg);
+    s_assert_same (msg, got);
+    proto_msg_destroy (&got);
+
+    proto_msg_reset (msg, PROTO_CANCEL);
+    msg->ref = 3;
+    msg->job = 77;
+    proto_msg_set_str (msg->client, "c-1");
+    got = s_via_router (&pair, msg);
+    s_assert_same (msg, got);
+    proto_msg_destroy (&got);
+
+    proto_msg_reset (msg, PROTO_QUERY);
+    msg->ref = 4;
+    body = s_body ("\x81\xa4what\xa5stats");
+    proto_msg_set_body (msg, &body);
     got = s_via_router (&pair, msg);
     s_assert_same (msg, got);
     proto_msg_destroy (&got);
@@ -189,6 +224,26 @@ START_TEST (test_every_command_round_trips)
     ck_assert_ptr_nonnull (taken);
     ck_assert_ptr_null (got->body);
     zframe_destroy (&taken);
+    proto_msg_destroy (&got);
+
+    proto_msg_reset (msg, PROTO_ANSWER);
+    msg->ref = 4;
+    body = s_body ("\x81\xa5queue\x01");
+    proto_msg_set_body (msg, &body);
+    rid = zframe_dup (peer);
+    proto_msg_set_routing_id (msg, &rid);
+    got = s_via_dealer (&pair, msg);
+    s_assert_same (msg, got);
+    proto_msg_destroy (&got);
+
+    proto_msg_reset (msg, PROTO_SUMMARY);
+    proto_msg_set_str (msg->group, "prompt-17");
+    body = s_body ("\x81\xa5" "count\x08");
+    proto_msg_set_body (msg, &body);
+    rid = zframe_dup (peer);
+    proto_msg_set_routing_id (msg, &rid);
+    got = s_via_dealer (&pair, msg);
+    s_assert_same (msg, got);
     proto_msg_destroy (&got);
 
     proto_msg_reset (msg, PROTO_ERROR);

@@ -383,6 +383,9 @@ s_send_ready (worker_server_t *self)
     msg->pid = (uint32_t) getpid ();
     if (self->state != WORKER_STATE_READY)
         proto_msg_set_str (msg->state, s_state_names [self->state]);
+    char host [256] = "";
+    if (gethostname (host, sizeof host - 1) == 0)
+        proto_msg_set_str (msg->host, host);
     s_send (self, msg);
     proto_msg_destroy (&msg);
     self->ready_sent = zclock_mono ();
