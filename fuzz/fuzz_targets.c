@@ -8,7 +8,9 @@
     parses from msgpack exactly when it parses from JSON; a layout that
     succeeds respects every bound of docs/task-format.md; an expression
     that evaluates also passes the name check and keeps its value inside
-    parentheses.
+    parentheses; a job the broker keys (broker_cache) keys the same after
+    a round trip and whatever its tag, group, trajectory and seed; a marked
+    result keeps its keys; a peer's bytes copy to valid UTF-8.
 */
 #include "fuzz_targets.h"
 #include "common_expr.h"
@@ -16,6 +18,8 @@
 #include "proto_mpk.h"
 #include "proto_mpr.h"
 #include "proto_msg.h"
+#include "broker_cache.h"
+#include "common_util.h"
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -458,11 +462,99 @@ fuzz_one_expr (const uint8_t *data, size_t size)
 
 //  --------------------------------------------------------------------------
 
+//  --------------------------------------------------------------------------
+//  cache_key: what the broker does with a job body it did not make
+
+static void
+s_key (json_t *job, uint8_t key [BROKER_CACHE_KEY_BYTES], int *rc)
+{
+    char err [256] = "";
+    *rc = broker_cache_key (job, "cuda", key, err, sizeof err);
+    FUZZ_CHECK (*rc == 0 || s_has_reason (err, sizeof err));
+}
+
+int
+fuzz_one_cache_key (const uint8_t *data, size_t size)
+{
+    //  The broker's limits for a body it reads (s_job_describe).
+    proto_mpk_limits_t limits;
+    proto_mpk_limits_default (&limits);
+    limits.max_total = 1 << 16;
+    char err [256];
+    json_t *job = proto_mpk_decode (data, size, &limits, err, sizeof err);
+    if (job) {
+        uint8_t key [BROKER_CACHE_KEY_BYTES], again [BROKER_CACHE_KEY_BYTES];
+        int rc, rc2;
+        s_key (job, key, &rc);
+        if (rc == 0) {
+            //  Stable, and blind to the caller's bookkeeping and the seed.
+            s_key (job, again, &rc2);
+            FUZZ_CHECK (rc2 == 0 && memcmp (key, again, sizeof key) == 0);
+            //  A second decode, not json_deep_copy: jansson's copy cuts keys
+            //  at a NUL byte, which msgpack keys may hold.
+            json_t *copy = proto_mpk_decode (data, size, &limits, err, sizeof err);
+            FUZZ_CHECK (copy != NULL);
+            json_object_set_new (copy, "tag", json_string ("t"));
+            json_object_set_new (copy, "group", json_integer (7));
+            json_object_del (copy, "trajectory");
+            json_t *eval = json_object_get (copy, "eval");
+            if (json_is_object (eval))
+                json_object_set_new (eval, "seed", json_integer (12345));
+            s_key (copy, again, &rc2);
+            FUZZ_CHECK (rc2 == 0);
+            //  Adding a seed to an eval that had none, or an eval of only a
+            //  seed, are the same job: only compare when eval was there.
+            if (json_is_object (json_object_get (job, "eval")))
+                FUZZ_CHECK (memcmp (key, again, sizeof key) == 0);
+            json_decref (copy);
+            //  Encoded and decoded again (what a resend is): the same key.
+            char *bytes = NULL;
+            size_t nbytes = 0;
+            FUZZ_CHECK (proto_mpk_encode (job, &bytes, &nbytes) == 0);
+            json_t *back = proto_mpk_decode (bytes, nbytes, NULL, err, sizeof err);
+            FUZZ_CHECK (back != NULL);
+            s_key (back, again, &rc2);
+            FUZZ_CHECK (rc2 == 0 && memcmp (key, again, sizeof key) == 0);
+            json_decref (back);
+            free (bytes);
+        }
+    }
+    //  The same bytes as a result to mark: a map keeps every key.
+    json_t *tag = json_string ("mine");
+    zframe_t *marked = broker_cache_mark (data, size, size & 1, tag);
+    json_decref (tag);
+    FUZZ_CHECK (!marked || json_is_object (job));
+    if (marked) {
+        json_t *value = proto_mpk_decode (zframe_data (marked), zframe_size (marked), NULL, err,
+                                          sizeof err);
+        FUZZ_CHECK (value && json_is_true (json_object_get (value, "cached")));
+        //  Keys with their lengths: msgpack keys may hold NUL bytes.
+        for (void *iter = json_object_iter (job); iter; iter = json_object_iter_next (job, iter))
+            FUZZ_CHECK (json_object_getn (value, json_object_iter_key (iter),
+                                          json_object_iter_key_len (iter)) != NULL);
+        json_decref (value);
+        zframe_destroy (&marked);
+    }
+    json_decref (job);
+    //  A peer's bytes as a name: always a string jansson takes.
+    char text [300], out [64];
+    size_t n = size < sizeof text - 1? size: sizeof text - 1;
+    memcpy (text, data, n);
+    text [n] = 0;
+    common_utf8_copy (out, sizeof out, text);
+    FUZZ_CHECK (strlen (out) < sizeof out);
+    json_t *name = json_string (out);
+    FUZZ_CHECK (name != NULL);
+    json_decref (name);
+    return 0;
+}
+
 const fuzz_target_t fuzz_targets [] = {
     { "mpk", fuzz_one_mpk },
     { "msg", fuzz_one_msg },
     { "job_json", fuzz_one_job_json },
     { "job_mpk", fuzz_one_job_mpk },
     { "expr", fuzz_one_expr },
+    { "cache_key", fuzz_one_cache_key },
     { NULL, NULL }
 };

@@ -36,6 +36,9 @@ int fuzz_one_job_mpk (const uint8_t *data, size_t size);
 //  text. common_expr_eval against common_expr_check and against itself.
 int fuzz_one_expr (const uint8_t *data, size_t size);
 
+//  cache_key: a job body as the broker reads it (docs/fuzzing.md).
+int fuzz_one_cache_key (const uint8_t *data, size_t size);
+
 //  One target: its name (the folder under fuzz/corpus and fuzz/regressions)
 //  and its entry function.
 typedef struct {

@@ -162,6 +162,14 @@ def seed_jobs():
     name, job = job_seeds()[0]
     write("job_mpk", name + ".f32.mpk", mp(job, f32=True))
     write("job_json", "not_an_object.json", "[1, 2.5, \"x\", null, true]")
+    # What the broker keys: the jobs with caller bookkeeping, and results to mark.
+    for name, job in job_seeds():
+        marked = dict(job, tag="t-" + name, group="g", trajectory="tr")
+        marked.setdefault("eval", {})["seed"] = 7
+        write("cache_key", name + ".mpk", mp(marked))
+    write("cache_key", "result.mpk", mp({"status": "ok", "reward": 1.5, "speedup": 1.5,
+                                         "tag": "first", "message": ""}))
+    write("cache_key", "name_bytes.bin", "gelu\u00e9\U0001F600".encode() + b"\xff\xc0\x80")
 
 
 def seed_mpk():

@@ -3,7 +3,7 @@
 #
 #   fuzz/run.sh TARGET [SECONDS] [BUILD_DIR] [extra libFuzzer flags...]
 #
-# TARGET is mpk, msg, job_json, job_mpk or expr; SECONDS defaults to 300;
+# TARGET is mpk, msg, job_json, job_mpk, expr or cache_key; SECONDS defaults to 300;
 # BUILD_DIR to build-fuzz (set up with CC=clang meson setup build-fuzz
 # -Dfuzz=enabled). The corpus grows in BUILD_DIR/fuzz/corpus-TARGET, seeded
 # from fuzz/corpus/TARGET (left untouched); crashes land in
@@ -16,7 +16,7 @@ build=${3:-build-fuzz}
 shift $(( $# < 3 ? $# : 3 ))
 root=$(cd "$(dirname "$0")/.." && pwd)
 case $target in
-    mpk|job_mpk) dict=msgpack.dict ;;
+    mpk|job_mpk|cache_key) dict=msgpack.dict ;;
     msg)         dict=msg.dict ;;
     job_json)    dict=job_json.dict ;;
     expr)        dict=expr.dict ;;
