@@ -110,7 +110,8 @@ def main(argv=None):
                 for name in softmax_sample(rng, logits[t], args.group_size):
                     batch.append((t, name))
                     items.append({"task": t, "candidate": as_completion(pools[t][name], lang[t]),
-                                  "group": "%d:%s" % (step, t), "tag": name})
+                                  "group": "%d:%s" % (step, t), "group_size": args.group_size,
+                                  "tag": name})
             t0 = time.monotonic()
             results = client.grade_many(items, eval=eval_opts)
             elapsed = time.monotonic() - t0
@@ -132,6 +133,17 @@ def main(argv=None):
                 for name, g in update[t].items():
                     logits[t][name] += args.lr * g
 
+            # The broker's own view of each group (its SUMMARY): a dead group
+            # there is one with zero reward variance, as computed above.
+            broker_dead = 0
+            for t in chosen:
+                try:
+                    summary = client.group_summary("%d:%s" % (step, t), timeout_s=10)
+                except kgym.KgymError:
+                    summary = None
+                if summary and summary.get("zero_variance"):
+                    broker_dead += 1
+
             rewards = [r.reward for r in results if r.reward is not None]
             mean = sum(rewards) / len(rewards) if rewards else float("nan")
             std = (math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
@@ -143,6 +155,11 @@ def main(argv=None):
                 "pass_rate": round(sum(1 for r in results if r.ok) / len(results), 4),
                 "groups": len(chosen), "dead_groups": dead, "kept": kept,
                 "masked": sum(1 for r in results if r.reward is None),
+                "broker_dead_groups": broker_dead,
+                # Repeats of a candidate are answered by the broker, not graded again.
+                "graded": sum(1 for r in results if not r.cached),
+                "cached": sum(1 for r in results if r.cached and not r.coalesced),
+                "coalesced": sum(1 for r in results if r.coalesced),
                 "statuses": dict(Counter(r.status for r in results)),
             }
             history.append(stats)
@@ -152,6 +169,7 @@ def main(argv=None):
                 print("step %(step)d: %(jobs)d jobs in %(seconds).2f s (%(jobs_per_s)s jobs/s)  "
                       "reward %(reward_mean).3f +- %(reward_std).3f  pass %(pass_rate).0f%%  "
                       "dead groups %(dead_groups)d/%(groups)d  kept %(kept)d  masked %(masked)d  "
+                      "graded %(graded)d cached %(cached)d coalesced %(coalesced)d  "
                       % dict(stats, pass_rate=100 * stats["pass_rate"])
                       + " ".join("%s=%d" % kv for kv in sorted(stats["statuses"].items())),
                       flush=True)

@@ -9,19 +9,22 @@ See docs/trainers.md. Importing this package starts nothing: the ZeroMQ
 context, socket and I/O thread are created on first use, per process.
 """
 
-from .client import (BrokerLost, BrokerRefused, Client, ClientClosed, InvalidJob, KgymBusy,
-                     KgymError, KgymFuture, KgymTimeout, default_client, error_for,
+from .client import (BadQuery, BrokerLost, BrokerRefused, Client, ClientClosed, Conflict,
+                     InvalidJob, KgymBusy, KgymError, KgymFuture, KgymTimeout, NotFound,
+                     QueryError, QueryList, StateTooLarge, Unsupported, default_client, error_for,
                      set_default_client)
 from .extract import Extraction, ExtractionError, extract, extract_candidate
 from .result import NO_REWARD, STATUSES, Result
 from .tasks import (TaskError, example_candidates, example_expected, examples_dir, list_examples,
                     resolve_task)
-from .store import InProcessStore, TrajectoryStore
+from .store import BrokerStore, InProcessStore, TrajectoryStore
 
 __version__ = "0.1.0"
 
 __all__ = ["Client", "KgymFuture", "Result", "STATUSES", "NO_REWARD", "KgymError", "KgymTimeout",
-           "BrokerLost", "BrokerRefused", "InvalidJob", "KgymBusy", "ClientClosed", "error_for",
-           "default_client", "set_default_client", "extract", "extract_candidate", "Extraction",
-           "ExtractionError", "resolve_task", "TaskError", "list_examples", "example_candidates",
-           "example_expected", "examples_dir", "TrajectoryStore", "InProcessStore"]
+           "BrokerLost", "BrokerRefused", "InvalidJob", "KgymBusy", "ClientClosed", "QueryError",
+           "BadQuery", "NotFound", "Unsupported", "Conflict", "StateTooLarge", "QueryList",
+           "error_for", "default_client", "set_default_client", "extract", "extract_candidate",
+           "Extraction", "ExtractionError", "resolve_task", "TaskError", "list_examples",
+           "example_candidates", "example_expected", "examples_dir", "TrajectoryStore",
+           "InProcessStore", "BrokerStore"]

@@ -4,7 +4,8 @@ Every message is one ZeroMQ multipart message on a DEALER socket:
 
     frame 0  signature: b"KGYM", version 1, command byte   (6 bytes)
     frame 1  header: a msgpack map with string keys          (<= 4096 bytes)
-    frame 2  body: opaque msgpack (SUBMIT: the job; RESULT: the result)
+    frame 2  body: msgpack (SUBMIT: the job; RESULT: the result; QUERY: the
+             query; ANSWER: the answer; SUMMARY: a group summary)
 
 This module only packs and unpacks frames; it holds no state and imports
 msgpack only (never zmq), so it is cheap to import anywhere.
@@ -23,21 +24,42 @@ ACCEPTED = 5
 JOB = 6
 RESULT = 7
 ERROR = 8
+FETCH = 9
+DONE = 10
+DRAIN = 11
+CANCEL = 12         # C->B  ref, job, [client]            (reply: DONE)
+QUERY = 13          # C->B  ref, [client]                 body: query (section 14.3)
+ANSWER = 14         # B->C  ref                           body: answer
+SUMMARY = 15        # B->C  group                         body: group summary (section 14.4)
 
 NAMES = {READY: "READY", HEARTBEAT: "HEARTBEAT", DISCONNECT: "DISCONNECT", SUBMIT: "SUBMIT",
-         ACCEPTED: "ACCEPTED", JOB: "JOB", RESULT: "RESULT", ERROR: "ERROR"}
+         ACCEPTED: "ACCEPTED", JOB: "JOB", RESULT: "RESULT", ERROR: "ERROR", FETCH: "FETCH",
+         DONE: "DONE", DRAIN: "DRAIN", CANCEL: "CANCEL", QUERY: "QUERY", ANSWER: "ANSWER",
+         SUMMARY: "SUMMARY"}
 
-#  Commands that always carry a body (section 2); every other one never does.
-WITH_BODY = frozenset((SUBMIT, JOB, RESULT))
+#  Commands that always carry a body (sections 2 and 4); every other one never does.
+WITH_BODY = frozenset((SUBMIT, JOB, RESULT, QUERY, ANSWER, SUMMARY))
+
+#  SUBMIT header keys (section 4): backend, ref, client and retry are set by the
+#  client; these describe the job.
+SUBMIT_KEYS = ("tag", "group", "group_size", "trajectory", "cache")
+
+#  Result cache policies (SUBMIT `cache`, section 14.1); "use" is the broker's default.
+CACHE_POLICIES = ("use", "refresh", "bypass")
+
+MAX_U32 = (1 << 32) - 1
 
 MAX_HEADER = 4096
 MAX_BODY = 16 << 20
 MAX_STR = 255               # bytes of a header string (no NUL)
+MAX_TRAJECTORY_STATE = 1 << 20  # bytes of one trajectory state, encoded (section 14.6)
 
 #  Error codes (section 6.1).
 ERR_MALFORMED = 400
 ERR_UNKNOWN_COMMAND = 401
-ERR_NO_BACKEND = 404
+ERR_NOT_FOUND = 404           # DRAIN: no such worker; QUERY: no such job
+ERR_NO_BACKEND = ERR_NOT_FOUND
+ERR_CONFLICT = 409            # QUERY trajectory put: another writer came first (section 14.6)
 ERR_TOO_LARGE = 413
 ERR_OVERLOADED = 429
 ERR_UNKNOWN_PEER = 440
@@ -108,6 +130,22 @@ def unpack(frames):
     return command, header, body
 
 
+def header_u32(value, name):
+    """A u32 header value (section 3); ValueError when it is not one."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_U32:
+        raise ValueError("%s must be an integer in 0..%d, not %r" % (name, MAX_U32, value))
+    return value
+
+
+def cache_policy(value):
+    """A validated cache policy string (None stays None: the broker's default)."""
+    if value is None:
+        return None
+    if value not in CACHE_POLICIES:
+        raise ValueError("cache must be one of %s, not %r" % (", ".join(CACHE_POLICIES), value))
+    return value
+
+
 def header_int(header, key, default=0):
     """An unsigned integer header field, or default when absent or mistyped."""
     value = header.get(key, default)
@@ -148,12 +186,13 @@ def encode_body(value):
     return msgpack.packb(value, use_bin_type=True, default=_default)
 
 
-def decode_body(data):
-    """A result body as a dict; WireError when it is not a msgpack map."""
+def decode_body(data, what="result"):
+    """A body (a result, an answer, a summary) as a dict; WireError when it
+    is not a msgpack map."""
     try:
         value = msgpack.unpackb(data, raw=False, strict_map_key=False)
     except Exception as exc:
-        raise WireError("result body: %s" % exc) from None
+        raise WireError("%s body: %s" % (what, exc)) from None
     if not isinstance(value, dict):
-        raise WireError("result body is not a map")
+        raise WireError("%s body is not a map" % what)
     return value

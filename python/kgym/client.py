@@ -29,11 +29,19 @@ grade() and agrade() raise a KgymError carrying the Result when `error` is
 set, unless raise_on_error=False; a kernel's own failure (compile_error,
 incorrect, ...) never raises.
 
-Cancellation: the protocol (docs/protocol.md, version 1) has no CANCEL
-command yet. A cancelled or timed-out job is resolved here at once, its
-in-flight slot is freed, and its ref is remembered so that a late RESULT is
-dropped; the broker still runs it to the end. When the protocol grows a
-CANCEL, _IO._cancel is where it gets sent.
+Cancellation: a cancelled or timed-out job is resolved here at once and its
+in-flight slot is freed. If the broker had it, the client sends CANCEL {ref,
+job, client} (docs/protocol.md 14.2) with the job id from ACCEPTED, or, when
+the ACCEPTED has not come yet, as soon as it comes; the broker's DONE reply
+is consumed here (counters cancel_sent, cancel_done: cancelled at the
+broker, cancel_missed: it had finished already). Its ref is remembered so
+that a RESULT that still comes (one that crossed the CANCEL, or from a
+broker without CANCEL, which answers ERROR 401) is dropped (late_results).
+
+Queries (14.3) and group summaries (14.4): QUERY goes out through the I/O
+thread like everything else, its ANSWER (or ERROR naming its ref) resolves
+a future; SUMMARY messages are kept in a bounded dict until
+group_summary() takes them, and handed to Client(on_summary=...) first.
 
 Liveness: while it has work, the client sends HEARTBEAT every heartbeat_s;
 the broker answers each one. When nothing has come from the broker for
@@ -51,6 +59,7 @@ import heapq
 import itertools
 import logging
 import math
+import operator
 import os
 import queue
 import re
@@ -69,7 +78,8 @@ log = logging.getLogger("kgym")
 log.addHandler(logging.NullHandler())       # a library: the application decides what to show
 
 __all__ = ["Client", "KgymFuture", "KgymError", "KgymTimeout", "BrokerLost", "BrokerRefused",
-           "InvalidJob", "KgymBusy", "ClientClosed"]
+           "InvalidJob", "KgymBusy", "ClientClosed", "QueryError", "BadQuery", "NotFound",
+           "Unsupported", "Conflict", "StateTooLarge", "QueryList"]
 
 
 # ---------------------------------------------------------------- errors
@@ -104,6 +114,66 @@ class KgymBusy(KgymError):
 
 class ClientClosed(KgymError, RuntimeError):
     """The client was closed."""
+
+
+class QueryError(KgymError):
+    """The broker answered ERROR to a QUERY: .code and .reason are its.
+    .resent is True when the query was sent again after a reconnect (so a
+    first copy may have reached the broker and been applied)."""
+
+    resent = False
+
+    def __init__(self, message, code=0, reason=""):
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+
+
+class BadQuery(QueryError, ValueError):
+    """ERROR 400: an unknown `what` or a bad parameter."""
+
+
+class NotFound(QueryError, LookupError):
+    """ERROR 404: no such job (the broker never had it, or it retired)."""
+
+
+class Unsupported(QueryError):
+    """ERROR 401: a broker older than queries (protocol section 14)."""
+
+
+class Conflict(QueryError):
+    """ERROR 409: a trajectory put with if_version found another version
+    (another writer came first; docs/protocol.md 14.6). .version is the
+    broker's current version when its reason says it, else None."""
+
+    @property
+    def version(self):
+        m = re.search(r"at version (\d+)", self.reason or "")
+        return int(m.group(1)) if m else None
+
+
+class StateTooLarge(QueryError, ValueError):
+    """ERROR 413: a trajectory state over 1 MiB encoded (raised before
+    sending when the client sees it)."""
+
+
+_QUERY_ERROR_CLASS = {W.ERR_MALFORMED: BadQuery, W.ERR_NOT_FOUND: NotFound,
+                      W.ERR_UNKNOWN_COMMAND: Unsupported, W.ERR_CONFLICT: Conflict,
+                      W.ERR_TOO_LARGE: StateTooLarge}
+
+
+def _query_error(code, reason, what, resent=False):
+    cls = _QUERY_ERROR_CLASS.get(code, QueryError)
+    exc = cls("query %r: the broker answered ERROR %d: %s" % (what, code, reason), code, reason)
+    exc.resent = resent
+    return exc
+
+
+class QueryList(list):
+    """A list from a query answer; .truncated is True when the broker cut it
+    at the query's limit."""
+
+    truncated = False
 
 
 _ERROR_CLASS = {"timeout": KgymTimeout, "broker_lost": BrokerLost, "closed": BrokerLost,
@@ -225,12 +295,14 @@ def _wake_async(fut):
 
 class KgymFuture(concurrent.futures.Future):
     """A concurrent.futures.Future whose result is a Result. Attributes: ref
-    (the client's job number), index (position in a batch), tag, group,
-    trajectory."""
+    (the client's job number), job (the broker's job id, None until
+    ACCEPTED; set even when the future was cancelled first), index
+    (position in a batch), tag, group, trajectory."""
 
     def __init__(self, ref=0, index=None, tag=None, group=None, trajectory=None):
         super().__init__()
         self.ref = ref
+        self.job = None
         self.index = index
         self.tag = tag
         self.group = group
@@ -273,6 +345,92 @@ class _Job:
                     job=self.job_id)
 
 
+class _Query:
+    __slots__ = ("ref", "future", "what", "body", "timeout_s", "deadline", "sent", "resent")
+
+    def __init__(self, ref, future, what, body, timeout_s):
+        self.ref = ref
+        self.future = future
+        self.what = what
+        self.body = body
+        self.timeout_s = timeout_s
+        self.deadline = None
+        self.sent = False
+        self.resent = False     # sent again after a reconnect
+
+
+def _settle(fut, result=None, exc=None):
+    """Resolve a concurrent future unless its caller cancelled it already."""
+    try:
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(result)
+    except concurrent.futures.InvalidStateError:
+        pass
+
+
+class _Summaries:
+    """SUMMARY messages by group, kept until taken (at most `limit`, oldest
+    dropped), and the callers waiting for them. deliver() runs on the I/O
+    thread; take() and forget() on any."""
+
+    def __init__(self, limit=4096, callback=None):
+        self.limit = limit
+        self.callback = callback
+        self.reset()
+
+    def reset(self):
+        self.lock = threading.Lock()
+        self.kept = OrderedDict()       # group -> summary dict
+        self.waiters = {}               # group -> [Future]
+
+    def deliver(self, group, summary):
+        with self.lock:
+            taken = False
+            for fut in self.waiters.pop(group, ()):
+                try:
+                    fut.set_result(summary)
+                    taken = True
+                except concurrent.futures.InvalidStateError:    # cancelled: gave up
+                    pass
+            if not taken:
+                self.kept.pop(group, None)          # a newer summary of the group replaces it
+                self.kept[group] = summary
+                while len(self.kept) > self.limit:
+                    self.kept.popitem(last=False)
+        if self.callback is not None:
+            try:
+                self.callback(summary)
+            except Exception:                       # the caller's bug must not stop the I/O thread
+                log.exception("kgym: on_summary callback failed")
+
+    def take(self, group):
+        """A future of the group's summary: done at once when one is kept."""
+        fut = concurrent.futures.Future()
+        with self.lock:
+            if group in self.kept:
+                fut.set_result(self.kept.pop(group))
+            else:
+                self.waiters.setdefault(group, []).append(fut)
+        return fut
+
+    def forget(self, group, fut):
+        with self.lock:
+            waiting = self.waiters.get(group)
+            if waiting and fut in waiting:
+                waiting.remove(fut)
+                if not waiting:
+                    del self.waiters[group]
+
+    def fail(self, exc):
+        with self.lock:
+            waiters, self.waiters = self.waiters, {}
+        for futs in waiters.values():
+            for fut in futs:
+                _settle(fut, exc=exc)
+
+
 _ENDPOINT = re.compile(r"^(tcp://[^\s:]+:(\d+|\*)|ipc://\S+|inproc://\S+)$")
 _END = object()
 
@@ -283,9 +441,11 @@ class _IO:
     """Everything one process's I/O thread owns. Only post() is called from
     other threads."""
 
-    def __init__(self, cfg, pid):
+    def __init__(self, cfg, pid, refs=None, summaries=None):
         self.cfg = cfg
         self.pid = pid
+        self.refs = refs if refs is not None else itertools.count(1)   # shared with the Client
+        self.summaries = summaries if summaries is not None else _Summaries()
         self.client_id = uuid.uuid4().hex
         self.cmdq = queue.SimpleQueue()
         self.post_lock = threading.Lock()
@@ -300,7 +460,10 @@ class _IO:
         self.unsent = deque()
         self.deadlines = []             # heap (deadline, ref)
         self.retries = []               # heap (when, ref): ERROR 429 backoff
-        self.abandoned = OrderedDict()  # ref -> time: cancelled or timed out after sending
+        self.abandoned = OrderedDict()  # ref -> [time, job id or None, future]: cancelled or
+                                        # timed out after sending; CANCEL once the job id is known
+        self.cancels = OrderedDict()    # CANCEL ref -> (job ref, job id, time): DONE due
+        self.queries = {}               # QUERY ref -> _Query (ANSWER due)
         self.probes = []                # (future, t0, deadline)
         self.stop = False
         self.closing = False
@@ -317,9 +480,12 @@ class _IO:
         self.send_blocked = False
         self.counts = dict(submitted=0, accepted_total=0, completed=0, timeouts=0, cancelled=0,
                            late_results=0, stray=0, malformed=0, reconnects=0, resubmitted=0,
-                           overloaded=0)
+                           overloaded=0, cancel_sent=0, cancel_done=0, cancel_missed=0,
+                           cancel_unsupported=0, queries=0, summaries=0)
         self.handlers = {W.ACCEPTED: self._on_accepted, W.RESULT: self._on_result,
-                         W.ERROR: self._on_error, W.HEARTBEAT: self._on_heartbeat}
+                         W.ERROR: self._on_error, W.HEARTBEAT: self._on_heartbeat,
+                         W.DONE: self._on_done, W.ANSWER: self._on_answer,
+                         W.SUMMARY: self._on_summary}
 
     # -- any thread
 
@@ -340,8 +506,13 @@ class _IO:
                                                  **cmd[1].meta()))
         elif cmd[0] == "health" and not cmd[1].done():
             cmd[1].set_result(dict(ok=False, endpoint=self.cfg["endpoint"], error=why))
+        elif cmd[0] == "query":
+            _settle(cmd[1].future, exc=self._gone_error(why))
         elif cmd[0] == "close" and cmd[3] is not None:
             cmd[3].set()
+
+    def _gone_error(self, why):
+        return BrokerLost(why) if self.fatal else ClientClosed(why)
 
     def start(self):
         self.thread.start()
@@ -422,12 +593,17 @@ class _IO:
             return False
 
     def _busy(self):
-        return bool(self.jobs or self.probes)
+        return bool(self.jobs or self.probes or self.queries)
 
     def _poll_timeout(self, now):
-        if self.send_blocked and self.unsent:
+        if self.send_blocked and (self.unsent or self.queries):
             return 10
         times = []
+        for q in self.queries.values():
+            if q.deadline is not None:
+                times.append(q.deadline)
+            if not q.sent and self.sock is not None:
+                times.append(now)
         if self.deadlines:
             times.append(self.deadlines[0][0])
         if self.retries:
@@ -444,7 +620,7 @@ class _IO:
             times.append(max(self.last_heard or 0.0, self.busy_since) + self.cfg["give_up_s"])
         if self.closing and self.close_deadline is not None:
             times.append(self.close_deadline)
-        if self.abandoned:
+        if self.abandoned or self.cancels:
             times.append(now + 60.0)
         if not times:
             return None
@@ -461,6 +637,8 @@ class _IO:
                 self._submit(cmd[1])
             elif kind == "cancel":
                 self._cancel(cmd[1])
+            elif kind == "query":
+                self._query(cmd[1])
             elif kind == "health":
                 self._health(cmd[1], cmd[2])
             elif kind == "close":
@@ -493,19 +671,48 @@ class _IO:
         self.unsent.append(job)
 
     def _cancel(self, ref):
-        """The caller cancelled a future: forget the job, drop its result
-        when it comes. No CANCEL command exists in protocol version 1."""
+        """The caller cancelled a future: forget the job, CANCEL it at the
+        broker (section 14.2), drop its result if one still comes."""
         job = self.jobs.pop(ref, None)
         if job is None:
             return
         self.counts["cancelled"] += 1
         if job.sent:
-            self._abandon(ref)
+            self._abandon(job)
 
-    def _abandon(self, ref):
-        self.abandoned[ref] = time.monotonic()
+    def _abandon(self, job):
+        """A job the broker has (or will have) that nobody waits for now:
+        CANCEL it now when accepted, else when its ACCEPTED comes."""
+        self.abandoned[job.ref] = [time.monotonic(), job.job_id if job.accepted else None,
+                                   job.future]
         while len(self.abandoned) > 100000:
             self.abandoned.popitem(last=False)
+        if job.accepted and job.job_id:
+            self._send_cancel(job.ref, job.job_id)
+
+    def _send_cancel(self, job_ref, job_id, cref=None):
+        """CANCEL {ref, job, client}; its DONE is matched by the new ref."""
+        cref = cref or next(self.refs)
+        if not self._send(W.CANCEL, {"ref": cref, "job": job_id, "client": self.client_id}):
+            return          # would block: the job runs on, its result is dropped here
+        self.cancels[cref] = (job_ref, job_id, time.monotonic())
+        self.cancels.move_to_end(cref)
+        self.counts["cancel_sent"] += 1
+        while len(self.cancels) > 100000:
+            self.cancels.popitem(last=False)
+
+    def _query(self, q):
+        if q.future.done():                     # the caller gave up already
+            return
+        if self.closing or self.stop or self.fatal:
+            _settle(q.future, exc=self._gone_error(self.fatal or "the client was closed"))
+            return
+        now = time.monotonic()
+        if not self._busy():
+            self.busy_since = now
+        q.deadline = None if q.timeout_s is None else now + q.timeout_s
+        self.queries[q.ref] = q
+        self.counts["queries"] += 1
 
     def _resolve(self, job, result):
         self.jobs.pop(job.ref, None)
@@ -545,11 +752,19 @@ class _IO:
 
     def _on_accepted(self, header, body, now):
         ref = W.header_int(header, "ref")
+        job_id = W.header_int(header, "job") or None
         job = self.jobs.get(ref)
         if job is not None:
             job.accepted = True
-            job.job_id = W.header_int(header, "job") or None
+            job.job_id = job_id
+            job.future.job = job_id
             self.counts["accepted_total"] += 1
+            return
+        entry = self.abandoned.get(ref)
+        if entry is not None and entry[1] is None and job_id:     # cancelled before ACCEPTED
+            entry[1] = job_id
+            entry[2].job = job_id
+            self._send_cancel(ref, job_id)
 
     def _on_result(self, header, body, now):
         ref = W.header_int(header, "ref")
@@ -568,6 +783,8 @@ class _IO:
             self._resolve(job, Result.failure("bad_result", str(exc), **job.meta()))
             return
         data.setdefault("job", job.job_id)
+        if data.get("cached") is True:      # a kept result: its tag was another job's
+            data["tag"] = job.tag
         queue_s = W.header_real(header, "queue_s")
         if queue_s is not None:
             data["queue_s"] = queue_s
@@ -580,6 +797,16 @@ class _IO:
         code = W.header_int(header, "code")
         reason = W.header_text(header, "reason")
         ref = W.header_int(header, "ref")
+        if ref and ref in self.queries:
+            q = self.queries.pop(ref)
+            _settle(q.future, exc=_query_error(code, reason, q.what, q.resent))
+            return
+        if ref and self.cancels.pop(ref, None) is not None:
+            self.counts["cancel_missed"] += 1
+            log.debug("kgym: CANCEL refused: %d %s", code, reason)
+            return
+        if not ref and code == W.ERR_UNKNOWN_COMMAND and self._unsupported(reason):
+            return
         job = self.jobs.get(ref) if ref else None
         if job is None:
             if ref and self.abandoned.pop(ref, None) is not None:
@@ -597,6 +824,61 @@ class _IO:
         error = "broker_refused" if code in (W.ERR_MALFORMED, W.ERR_TOO_LARGE) else "broker_error"
         self._resolve(job, Result.failure(error, "the broker answered ERROR %d: %s" % (code, reason),
                                           **job.meta()))
+
+    def _unsupported(self, reason):
+        """ERROR 401 without a ref from a broker that predates CANCEL or QUERY
+        ("CANCEL is not a client command", "unknown command 13"): it answers
+        the oldest request of that kind. True when it was one of ours."""
+        if ("QUERY" in reason or "command 13" in reason) and self.queries:
+            for ref, q in self.queries.items():
+                if q.sent:
+                    del self.queries[ref]
+                    _settle(q.future, exc=_query_error(
+                        W.ERR_UNKNOWN_COMMAND, reason + " (a broker without queries)", q.what))
+                    return True
+        if ("CANCEL" in reason or "command 12" in reason) and self.cancels:
+            self.cancels.popitem(last=False)
+            self.counts["cancel_unsupported"] += 1
+            return True
+        return False
+
+    def _on_done(self, header, body, now):
+        """DONE {ref, count} answering a CANCEL: consumed here."""
+        ref = W.header_int(header, "ref")
+        entry = self.cancels.pop(ref, None)
+        if entry is None:
+            self.counts["stray"] += 1
+            return
+        if W.header_int(header, "count") >= 1:
+            self.counts["cancel_done"] += 1
+            self.abandoned.pop(entry[0], None)      # cancelled unfinished: no RESULT will come
+        else:
+            self.counts["cancel_missed"] += 1       # finished already (or unknown): a RESULT may
+
+    def _on_answer(self, header, body, now):
+        q = self.queries.pop(W.header_int(header, "ref"), None)
+        if q is None:
+            self.counts["stray"] += 1
+            return
+        try:
+            data = W.decode_body(body, "answer")
+        except W.WireError as exc:
+            _settle(q.future, exc=QueryError("query %r: %s" % (q.what, exc)))
+            return
+        _settle(q.future, data)
+
+    def _on_summary(self, header, body, now):
+        group = W.header_text(header, "group")
+        try:
+            data = W.decode_body(body, "summary")
+        except W.WireError as exc:
+            self.counts["malformed"] += 1
+            log.warning("kgym: bad SUMMARY from the broker: %s", exc)
+            return
+        self.counts["summaries"] += 1
+        if not group:
+            group = W.header_str(data.get("group")) or ""
+        self.summaries.deliver(group, data)
 
     def _on_heartbeat(self, header, body, now):
         probes, self.probes = self.probes, []
@@ -644,7 +926,7 @@ class _IO:
             else:
                 why = "no answer from the broker at %s within %.3g s" % (cfg["endpoint"], job.timeout_s)
             if job.sent:
-                self._abandon(ref)
+                self._abandon(job)
             self._resolve(job, Result.failure("timeout", why, **job.meta()))
         # ERROR 429: resubmit after a backoff.
         while self.retries and self.retries[0][0] <= now:
@@ -668,6 +950,8 @@ class _IO:
                 break
             self.unsent.popleft()
             job.sent = True
+        if self.queries:
+            self._tick_queries(now)
         if self.fatal and self.jobs:
             self._fail_all("broker_lost", self.fatal)
         # Probes that got no answer.
@@ -682,8 +966,12 @@ class _IO:
             self.probes = live
         if self.abandoned:
             horizon = now - 3600.0
-            while self.abandoned and next(iter(self.abandoned.values())) < horizon:
+            while self.abandoned and next(iter(self.abandoned.values()))[0] < horizon:
                 self.abandoned.popitem(last=False)
+        if self.cancels:
+            horizon = now - 3600.0
+            while self.cancels and next(iter(self.cancels.values()))[2] < horizon:
+                self.cancels.popitem(last=False)
         if self._busy():
             hb = cfg["heartbeat_s"]
             if now - self.last_hb >= hb:
@@ -698,6 +986,21 @@ class _IO:
         if self.closing and (not self.jobs or now >= self.close_deadline):
             self.stop = True
 
+    def _tick_queries(self, now):
+        for ref in [r for r, q in self.queries.items() if q.deadline is not None and q.deadline <= now]:
+            q = self.queries.pop(ref)
+            _settle(q.future, exc=KgymTimeout("query %r: no ANSWER from the broker at %s within "
+                                              "%.3g s" % (q.what, self.cfg["endpoint"], q.timeout_s)))
+        if self.send_blocked or self.sock is None:
+            return
+        for q in self.queries.values():
+            if q.sent:
+                continue
+            if not self._send(W.QUERY, {"ref": q.ref, "client": self.client_id}, q.body):
+                self.send_blocked = True
+                return
+            q.sent = True
+
     def _reconnect(self, now):
         cfg = self.cfg
         log.warning("kgym: no answer from the broker at %s for %.1f s: reconnecting with a fresh "
@@ -710,6 +1013,12 @@ class _IO:
         self.backoff = min(self.backoff * 2, 8)
         self.abandoned.clear()          # their results went to the old connection
         self.unsent.clear()
+        for q in self.queries.values():  # answers went to the old connection: ask again
+            q.resent = q.resent or q.sent
+            q.sent = False
+        cancels, self.cancels = self.cancels, OrderedDict()
+        for cref, (job_ref, job_id, _) in cancels.items():     # idempotent at the broker
+            self._send_cancel(job_ref, job_id, cref)
         for ref in sorted(self.jobs):
             job = self.jobs[ref]
             if job.accepted and not cfg["resubmit_accepted"]:
@@ -743,9 +1052,15 @@ class _IO:
                 self._resolve(cmd[1], Result.failure(error, why, **cmd[1].meta()))
             elif cmd[0] == "health" and not cmd[1].done():
                 cmd[1].set_result(self._stats(time.monotonic(), False, None, why))
+            elif cmd[0] == "query":
+                _settle(cmd[1].future, exc=self._gone_error(why))
             elif cmd[0] == "close":
                 self.close_event = cmd[3] or self.close_event
         self._fail_all(error, why)
+        queries, self.queries = self.queries, {}
+        for q in queries.values():
+            _settle(q.future, exc=self._gone_error(why))
+        self.summaries.fail(self._gone_error(why))
         for fut, _, _ in self.probes:
             if not fut.done():
                 fut.set_result(self._stats(time.monotonic(), False, None, why))
@@ -780,11 +1095,16 @@ class Client:
     heartbeat_s, liveness, give_up_s, resubmit_accepted: see the module
                     docstring (reconnects)
     eval, reward    defaults merged into every job's eval and reward
+    cache           the default result cache policy of jobs: "use",
+                    "refresh" or "bypass" (None: the broker's, "use")
+    on_summary      callable(summary dict), called on the I/O thread for
+                    every SUMMARY (group summary) received; keep it short.
+                    Process-local: not pickled with the settings
     """
 
     def __init__(self, endpoint=None, *, timeout_s=600.0, max_inflight=256, block=True,
                  heartbeat_s=1.0, liveness=4, give_up_s=60.0, resubmit_accepted=False,
-                 eval=None, reward=None):
+                 eval=None, reward=None, cache=None, on_summary=None):
         endpoint = endpoint or os.environ.get("KGYM_BROKER")
         if not endpoint:
             raise ValueError("no broker endpoint: pass one (tcp://host:5555) or set KGYM_BROKER")
@@ -796,13 +1116,17 @@ class Client:
             raise ValueError("timeout_s must be > 0 (or None for no client-side limit)")
         if not heartbeat_s > 0 or int(liveness) < 1 or not give_up_s > 0:
             raise ValueError("heartbeat_s and give_up_s must be > 0, liveness >= 1")
+        if on_summary is not None and not callable(on_summary):
+            raise TypeError("on_summary must be callable")
         self._cfg = dict(endpoint=endpoint, timeout_s=timeout_s, max_inflight=int(max_inflight),
                          block=bool(block), heartbeat_s=float(heartbeat_s), liveness=int(liveness),
                          give_up_s=float(give_up_s), resubmit_accepted=bool(resubmit_accepted),
-                         eval=dict(eval or {}), reward=dict(reward or {}))
+                         eval=dict(eval or {}), reward=dict(reward or {}),
+                         cache=W.cache_policy(cache))
         self._lock = threading.Lock()
         self._slots = _Slots(int(max_inflight))
-        self._refs = itertools.count(1)
+        self._refs = itertools.count(1)         # job, query and cancel refs: one number space
+        self._summaries = _Summaries(callback=on_summary)
         self._io = None
         self._closed = False
         self._finalizer = None
@@ -841,6 +1165,7 @@ class Client:
         parent's threads at the fork would never be released."""
         self._lock = threading.Lock()
         self._slots.reset()
+        self._summaries.reset()
 
     def _io_for_process(self):
         pid = os.getpid()
@@ -856,7 +1181,7 @@ class Client:
                     self._forked(io)
                 if self._finalizer is not None:
                     self._finalizer.detach()
-                io = _IO(self._cfg, pid)
+                io = _IO(self._cfg, pid, self._refs, self._summaries)
                 io.start()
                 self._io = io
                 self._finalizer = weakref.finalize(self, io.post, ("close", False, None, None))
@@ -884,8 +1209,32 @@ class Client:
         elif not self._slots.try_acquire():
             raise KgymBusy("%d jobs in flight (max_inflight)" % self.max_inflight)
 
+    @staticmethod
+    def _extraction(candidate, task):
+        """The Extraction of a candidate object, a completion or an Extraction."""
+        if isinstance(candidate, Extraction):
+            return candidate
+        if isinstance(candidate, dict) and ("source" in candidate or "launches" in candidate):
+            return Extraction(candidate)
+        if isinstance(candidate, (str, dict, list, tuple)):
+            return extract(candidate, task)
+        raise TypeError("a candidate is a candidate object (dict), a completion (str or chat "
+                        "messages) or an Extraction, not %s" % type(candidate).__name__)
+
+    def _header_opts(self, opts):
+        """(cache, group_size) popped from submit options, validated."""
+        cache = W.cache_policy(opts.pop("cache")) if "cache" in opts else self._cfg["cache"]
+        group_size = opts.pop("group_size", None)
+        if group_size is not None:
+            W.header_u32(group_size, "group_size")
+            if opts.get("group") is None:
+                raise ValueError("group_size= needs group=")
+        return cache, group_size
+
     def _prepare(self, task, candidate, opts, index, timeout_s):
         """A _Job ready to send, or the Result of a job that cannot be sent."""
+        opts = dict(opts)
+        cache, group_size = self._header_opts(opts)
         ev, rw, tag, group, trajectory = split_opts(opts, self._cfg["eval"], self._cfg["reward"])
         group = None if group is None else str(group)
         trajectory = None if trajectory is None else str(trajectory)
@@ -896,15 +1245,7 @@ class Client:
             backend = task_backend(t)
         except TaskError as exc:
             return Result.failure("task", str(exc), **meta)
-        if isinstance(candidate, Extraction):
-            ex = candidate
-        elif isinstance(candidate, dict) and ("source" in candidate or "launches" in candidate):
-            ex = Extraction(candidate)
-        elif isinstance(candidate, (str, dict, list, tuple)):
-            ex = extract(candidate, t)
-        else:
-            raise TypeError("a candidate is a candidate object (dict), a completion (str or chat "
-                            "messages) or an Extraction, not %s" % type(candidate).__name__)
+        ex = self._extraction(candidate, t)
         if not ex.ok:
             return Result.failure("extract", "no gradable kernel: %s" % ex.problem,
                                   feedback=ex.feedback, **meta)
@@ -920,6 +1261,10 @@ class Client:
         for key, value in (("tag", meta["tag"]), ("group", group), ("trajectory", trajectory)):
             if value:
                 header[key] = W.header_str(value)
+        if group and group_size:
+            header["group_size"] = group_size
+        if cache:
+            header["cache"] = cache
         ref = next(self._refs)
         fut = KgymFuture(ref, index, meta["tag"], group, trajectory)
         limit = self._cfg["timeout_s"] if timeout_s is None else timeout_s
@@ -976,7 +1321,12 @@ class Client:
                     reward={...} or reward_clip=...; tag=; group= and
                     trajectory= (sent in the SUBMIT header for the broker's
                     per-group and per-trajectory bookkeeping, echoed in the
-                    Result)
+                    Result); group_size= (how many jobs the group has: the
+                    broker sends the group's SUMMARY when that many ended);
+                    cache= "use" (default: a kept identical result answers
+                    at once, identical jobs in flight share one run),
+                    "refresh" (grade again, keep the new result) or
+                    "bypass" (grade, keep nothing)
         block       wait for a free slot (default: the client's setting);
                     block_timeout_s bounds the wait (KgymBusy after it)
         timeout_s   this job's client-side limit (default: the client's)
@@ -1109,10 +1459,45 @@ class Client:
             result.index = getattr(fut, "index", None)
         return result
 
+    def _sized_group(self, items, opts):
+        """With group= (and no group_size=) for a batch: the items, each job of
+        that group with group_size set to the number of them that will reach
+        the broker (those with a gradable kernel: a completion without one is
+        answered here and never sent, and a group waiting for it would never
+        end). Completions are extracted once, here."""
+        group = opts.get("group")
+        if group is None or "group_size" in opts:
+            return items
+        items = list(items)
+        out, members = [], []
+        for item in items:
+            if isinstance(item, concurrent.futures.Future):
+                return items                # submitted already: their headers are gone
+            task, candidate, merged = self._spec(item, opts)
+            if merged.get("group") != group or "group_size" in merged:
+                out.append(item)
+                continue
+            try:
+                t = resolve_task(task)
+            except TaskError:
+                out.append(item)            # fails here, never sent
+                continue
+            ex = self._extraction(candidate, t)
+            spec = dict(merged, task=t, candidate=ex)
+            if ex.ok:
+                members.append(spec)
+            out.append(spec)
+        for spec in members:
+            spec["group_size"] = len(members)
+        return out
+
     def grade_many(self, items, *, raise_on_error=False, batch_timeout_s=None, **opts):
         """Results of a batch, in input order (see as_completed for items).
         With raise_on_error=True, the first client-side failure is raised
-        once every job has finished."""
+        once every job has finished. With group=G the batch is one GRPO
+        group: group_size is set to its number of jobs, so the broker sends
+        its SUMMARY when the last one ends (group_summary(G))."""
+        items = self._sized_group(items, opts)
         by_index = {}
         for result in self.as_completed(items, batch_timeout_s=batch_timeout_s, **opts):
             by_index[result.index] = result
@@ -1184,7 +1569,10 @@ class Client:
                 fut.cancel()
 
     async def agrade_many(self, items, *, raise_on_error=False, **opts):
-        """grade_many() for asyncio: Results in input order."""
+        """grade_many() for asyncio: Results in input order (group= sets
+        group_size as grade_many does)."""
+        if not hasattr(items, "__aiter__"):
+            items = self._sized_group(items, opts)
         by_index = {}
         async for result in self.astream(items, **opts):
             by_index[result.index] = result
@@ -1195,13 +1583,308 @@ class Client:
                     raise error_for(r)
         return results
 
+    # -- queries (docs/protocol.md 14.3) and group summaries (14.4)
+
+    def _post_query(self, what, params, timeout_s):
+        if not isinstance(what, str) or not what:
+            raise TypeError("what must be a non-empty str")
+        if timeout_s is not None and not timeout_s > 0:
+            raise ValueError("timeout_s must be > 0 (or None)")
+        if self._closed:
+            raise ClientClosed("the client was closed")
+        body = dict((k, v) for k, v in params.items() if v is not None)
+        body["what"] = what
+        try:
+            data = W.encode_body(body)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise TypeError("query %r: parameters cannot be encoded: %s" % (what, exc)) from None
+        fut = concurrent.futures.Future()
+        io = self._io_for_process()
+        io.post(("query", _Query(next(self._refs), fut, what, data, timeout_s)))
+        return io, fut
+
+    def query(self, what, *, timeout_s=30.0, **params):
+        """Ask the broker (QUERY, docs/protocol.md 14.3): the decoded ANSWER
+        map. `what` is stats, workers, job, jobs, results, cache, tasks or
+        trajectory; params are its parameters (None values are left out). An
+        ERROR for it raises a QueryError: BadQuery (400: unknown what, bad
+        parameter), NotFound (404: unknown job), Unsupported (401: a broker
+        without queries), Conflict (409: a trajectory put over a stale
+        if_version), StateTooLarge (413: a trajectory state over 1 MiB). No
+        ANSWER within timeout_s: KgymTimeout."""
+        io, fut = self._post_query(what, params, timeout_s)
+        if threading.current_thread() is io.thread:
+            raise RuntimeError("query() would block the client's I/O thread (called from a "
+                               "future's done-callback?): use aquery() or another thread")
+        try:
+            return fut.result(None if timeout_s is None else timeout_s + 5.0)
+        except concurrent.futures.TimeoutError:     # the I/O thread should have ended it
+            fut.cancel()
+            raise KgymTimeout("query %r: no answer within %.3g s" % (what, timeout_s)) from None
+
+    async def aquery(self, what, *, timeout_s=30.0, **params):
+        """query() for asyncio."""
+        _, fut = self._post_query(what, params, timeout_s)
+        return await asyncio.wrap_future(fut)
+
+    @staticmethod
+    def _listing(answer, key):
+        out = QueryList(answer.get(key) or [])
+        out.truncated = answer.get("truncated") is True
+        return out
+
+    @staticmethod
+    def _limit(limit):
+        if limit is None:
+            return None
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError("limit must be an int >= 1 (the broker caps it at 10000)")
+        return limit
+
+    def stats(self, timeout_s=30.0):
+        """The broker's state: uptime_s, queued (by backend), in_flight,
+        workers (by state), counts (submitted, completed, cancelled,
+        cache_hits, coalesced, ...), statuses, rate_1m, rate_10s, pass_rate,
+        cache."""
+        return self.query("stats", timeout_s=timeout_s)
+
+    def workers(self, timeout_s=30.0):
+        """One dict per worker: name, host, backend, device, state, capacity,
+        jobs, done, faults, pid, since_s, heard_s."""
+        return self._listing(self.query("workers", timeout_s=timeout_s), "workers")
+
+    def job(self, job_id, timeout_s=30.0):
+        """The broker's map of one job (state, attempt, worker, status,
+        cached, accepted, finished, queue_s, ...) with its `result` (None
+        until done). NotFound when the broker does not have it (any more)."""
+        try:
+            job_id = None if isinstance(job_id, bool) else operator.index(job_id)
+        except TypeError:
+            job_id = None
+        if job_id is None or job_id < 0:
+            raise ValueError("job_id must be the int job id from ACCEPTED (KgymFuture.job, Result.job)")
+        return self.query("job", job=job_id, timeout_s=timeout_s).get("job")
+
+    def jobs(self, *, tag=None, group=None, trajectory=None, limit=None, results=False,
+             timeout_s=30.0):
+        """The jobs (of every client of the broker) with that tag, group or
+        trajectory (exactly one), newest first, with their results when
+        results=True; a QueryList (.truncated when cut at limit, default 100)."""
+        given = [(k, v) for k, v in (("tag", tag), ("group", group), ("trajectory", trajectory))
+                 if v is not None]
+        if len(given) != 1:
+            raise ValueError("jobs() wants exactly one of tag=, group=, trajectory=")
+        (key, value), = given
+        params = {key: W.header_str(value), "limit": self._limit(limit)}   # as in the SUBMIT header
+        if results:
+            params["results"] = True
+        return self._listing(self.query("jobs", timeout_s=timeout_s, **params), "jobs")
+
+    @staticmethod
+    def _task_name(task):
+        """The broker keys tasks by their name: a task object's or a bundled
+        example's ("cpu/matmul_f32" -> "matmul_f32"); other strings as given."""
+        if isinstance(task, dict):
+            try:
+                task = resolve_task(task)
+            except TaskError:
+                pass
+            name = task.get("name") if isinstance(task, dict) else None
+            if not isinstance(name, str) or not name:
+                raise ValueError("the task has no name")
+            return name
+        if not isinstance(task, str) or not task:
+            raise TypeError("task is a task name, a bundled example or a task object")
+        if "/" in task or task.lstrip().startswith("{"):
+            try:
+                name = resolve_task(task).get("name")
+                if isinstance(name, str) and name:
+                    return name
+            except (TaskError, AttributeError):
+                pass
+        return task
+
+    def results(self, task, *, limit=None, timeout_s=30.0):
+        """The finished jobs of a task (by name, or a task object or bundled
+        example), newest first: {job, status, reward, speedup, worker,
+        finished, cached} each; a QueryList."""
+        return self._listing(self.query("results", task=self._task_name(task),
+                                        limit=self._limit(limit), timeout_s=timeout_s), "results")
+
+    def cache_stats(self, timeout_s=30.0):
+        """The broker's result cache: entries, bytes, max_entries, max_bytes,
+        hits, misses, inserts, replaced, evictions, coalesced, hit_rate."""
+        return self.query("cache", timeout_s=timeout_s)
+
+    def tasks(self, band=None, *, min_attempts=1, timeout_s=30.0):
+        """Per-task statistics (name, attempts, window, compile_rate,
+        pass_rate, mean_speedup, reward_mean, reward_var, statuses, updated)
+        of tasks with at least min_attempts attempts; with band=(lo, hi) only
+        those whose pass_rate lies in [lo, hi] (the learnable zone)."""
+        params = {}
+        if band is not None:
+            try:
+                lo, hi = (float(x) for x in band)
+            except (TypeError, ValueError):
+                raise ValueError("band is (lo, hi), two numbers") from None
+            if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+                raise ValueError("band wants finite lo <= hi, not %r" % (band,))
+            params.update(lo=lo, hi=hi)
+        if isinstance(min_attempts, bool) or not isinstance(min_attempts, int) or min_attempts < 0:
+            raise ValueError("min_attempts must be an int >= 0")
+        params["min_attempts"] = min_attempts
+        return self._listing(self.query("tasks", timeout_s=timeout_s, **params), "tasks")
+
+    # -- trajectory state (docs/protocol.md 14.6)
+
+    TRAJECTORY_OPS = ("get", "put", "close")
+
+    @staticmethod
+    def _trajectory_params(trajectory_id, op, state, if_version):
+        if trajectory_id is None or isinstance(trajectory_id, bool):
+            raise TypeError("trajectory id is a str (or an int), not %r" % (trajectory_id,))
+        key = str(trajectory_id)
+        if not key or "\0" in key or len(key.encode("utf-8", "replace")) > W.MAX_STR:
+            raise ValueError("trajectory id must be 1 to %d bytes of UTF-8 without NUL, not %r"
+                             % (W.MAX_STR, key[:80]))
+        if op not in Client.TRAJECTORY_OPS:
+            raise ValueError("op is get, put or close, not %r" % (op,))
+        params = {"id": key, "op": op}
+        if op != "put":
+            if state is not None or if_version is not None:
+                raise ValueError("state= and if_version= go with op='put'")
+            return params
+        if state is None:
+            raise ValueError("put wants a state (None cannot be stored; close forgets one)")
+        try:
+            size = len(W.encode_body(state))
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise TypeError("trajectory %r: the state cannot be encoded (msgpack: str-keyed maps, "
+                            "lists, str, int, finite float, bool, None): %s" % (key, exc)) from None
+        if size > W.MAX_TRAJECTORY_STATE:
+            reason = ("trajectory state of %d bytes: over %d" % (size, W.MAX_TRAJECTORY_STATE))
+            raise StateTooLarge("trajectory %r: the state is %d bytes encoded, over the broker's "
+                                "limit of %d (1 MiB); nothing was sent"
+                                % (key, size, W.MAX_TRAJECTORY_STATE), W.ERR_TOO_LARGE, reason)
+        params["state"] = state
+        if if_version is not None:
+            try:
+                if_version = None if isinstance(if_version, bool) else operator.index(if_version)
+            except TypeError:
+                if_version = None
+            if if_version is None or if_version < 0:
+                raise ValueError("if_version must be an int >= 0 (0: only when there is none yet)")
+            params["if_version"] = if_version
+        return params
+
+    @staticmethod
+    def _trajectory_answer(answer):
+        version = answer.get("version")
+        return answer.get("state"), (version if isinstance(version, int) else 0)
+
+    def trajectory(self, trajectory_id, op="get", state=None, if_version=None, *, timeout_s=30.0):
+        """A multi-turn trajectory's state at the broker (docs/protocol.md
+        14.6): returns (state, version).
+
+          op="get"    the state and its version; (None, 0) when unknown
+          op="put"    keep `state` (any msgpack value: str-keyed maps, lists,
+                      str, int, finite float, bool; at most 1 MiB encoded);
+                      the version becomes version + 1. With if_version only
+                      when the kept version is that one (0: only when there is
+                      none yet), else Conflict (.version: the current one)
+          op="close"  forget it; the last state (None when unknown) and 0
+
+        Every client of the broker sees the same states (that is the point:
+        a trajectory's turns may run in different processes). A state over
+        1 MiB raises StateTooLarge (before sending when this side sees it).
+        The usual way to change one: get, change, put with if_version=the
+        version read, and on Conflict start again (kgym.store.BrokerStore)."""
+        params = self._trajectory_params(trajectory_id, op, state, if_version)
+        try:
+            answer = self.query("trajectory", timeout_s=timeout_s, **params)
+        except BadQuery as exc:
+            raise self._explained(exc, params) from None
+        return self._trajectory_answer(answer)
+
+    async def atrajectory(self, trajectory_id, op="get", state=None, if_version=None, *,
+                          timeout_s=30.0):
+        """trajectory() for asyncio."""
+        params = self._trajectory_params(trajectory_id, op, state, if_version)
+        try:
+            answer = await self.aquery("trajectory", timeout_s=timeout_s, **params)
+        except BadQuery as exc:
+            raise self._explained(exc, params) from None
+        return self._trajectory_answer(answer)
+
+    @staticmethod
+    def _explained(exc, params):
+        """A BadQuery for a put whose state holds a NaN or an infinity (the
+        broker keeps JSON values and refuses the whole body) says where."""
+        def walk(value, path):
+            if isinstance(value, float) and not math.isfinite(value):
+                return path
+            items = (value.items() if isinstance(value, dict) else
+                     enumerate(value) if isinstance(value, (list, tuple)) else ())
+            for k, v in items:
+                found = walk(v, "%s[%r]" % (path, k))
+                if found:
+                    return found
+            return None
+        where = walk(params.get("state"), "state") if params.get("op") == "put" else None
+        if where:
+            exc = BadQuery("trajectory %r: %s is not a finite number (the broker keeps JSON "
+                           "values); %s" % (params["id"], where, exc), exc.code, exc.reason)
+        return exc
+
+    def group_summary(self, group, timeout_s=None):
+        """The SUMMARY of a GRPO group (docs/protocol.md 14.4): a dict with
+        group, count, cancelled, declared_size, statuses, pass_rate, rewards,
+        reward_mean, reward_std, reward_min, reward_max, zero_variance,
+        best_job, jobs. Returns a kept one at once (and forgets it), else
+        waits up to timeout_s (None: no limit) for it: KgymTimeout after.
+        The broker sends a group's summary once, to the client (process)
+        that submitted its jobs, when its last job ends."""
+        if self._closed:
+            raise ClientClosed("the client was closed")
+        key = W.header_str(str(group))
+        fut = self._summaries.take(key)
+        if not fut.done():
+            io = self._io
+            if io is not None and threading.current_thread() is io.thread:
+                self._summaries.forget(key, fut)
+                raise RuntimeError("group_summary() would block the client's I/O thread: use "
+                                   "on_summary= or agroup_summary()")
+        try:
+            return fut.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            if fut.cancel():
+                self._summaries.forget(key, fut)
+                raise KgymTimeout("no SUMMARY for group %r within %.3g s" % (group, timeout_s)) from None
+            return fut.result()                     # it came just now
+
+    async def agroup_summary(self, group, timeout_s=None):
+        """group_summary() for asyncio."""
+        if self._closed:
+            raise ClientClosed("the client was closed")
+        key = W.header_str(str(group))
+        fut = self._summaries.take(key)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(fut), timeout_s)
+        except asyncio.TimeoutError:
+            raise KgymTimeout("no SUMMARY for group %r within %.3g s" % (group, timeout_s)) from None
+        finally:
+            if not fut.done() or fut.cancelled():
+                self._summaries.forget(key, fut)
+
     # -- health and closing
 
     def health(self, timeout_s=5.0):
         """A HEARTBEAT round trip: a dict with ok (the broker answered),
         rtt_s, inflight (jobs pending here), accepted, waiting (not yet
         accepted), abandoned (cancelled or timed out, result still due),
-        counters (submitted, completed, timeouts, reconnects, ...)."""
+        counters (submitted, completed, timeouts, reconnects, cancel_sent,
+        cancel_done, cancel_missed, cancel_unsupported, queries, summaries,
+        ...)."""
         if self._closed:
             return dict(ok=False, endpoint=self.endpoint, error="the client was closed")
         fut = concurrent.futures.Future()
@@ -1230,6 +1913,7 @@ class Client:
             io = self._io
         if self._finalizer is not None:
             self._finalizer.detach()
+        self._summaries.fail(ClientClosed("the client was closed"))
         if io is None or io.pid != os.getpid() or not io.thread.is_alive():
             return
         event = threading.Event()

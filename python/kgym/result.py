@@ -3,9 +3,11 @@
 A Result is built from any result map (docs/results.md) by Result.from_map:
 known keys become typed fields (a missing or mistyped key leaves the
 field's default, never an exception), and the whole map is kept in `raw`,
-so keys this client does not know yet (a broker-side cache, group
-summaries, curriculum statistics) pass through untouched and are readable
-with result.get(key).
+so keys this client does not know yet pass through untouched and are
+readable with result.get(key). `cached` and `coalesced` come from the
+broker's result cache (docs/protocol.md section 14.1): the result was kept
+from an earlier identical job, or shared with one that ran at the same
+time; both are False on every other outcome, failures included.
 
 Client-side failures (a timeout, a broker that went away, a completion
 with no kernel in it, a task that cannot be loaded) are Results too:
@@ -83,6 +85,7 @@ class Result:
     feedback: str = ""
     profile: Any = None
     cached: bool = False
+    coalesced: bool = False
     task: Optional[str] = None
     backend: Optional[str] = None
     bad_elements: int = 0
@@ -127,6 +130,7 @@ class Result:
         r.tag = _str(data.get("tag"))
         r.profile = data.get("profile")
         r.cached = data.get("cached") is True
+        r.coalesced = data.get("coalesced") is True
         r.task = _str(data.get("task"))
         r.backend = _str(data.get("backend"))
         r.bad_elements = _int(data.get("bad_elements")) or 0
@@ -216,6 +220,7 @@ class Result:
             "queue_s": val(self.queue_s),
             "latency_s": val(self.latency_s),
             "cached": 1.0 if self.cached else 0.0,
+            "coalesced": 1.0 if self.coalesced else 0.0,
         }
         return {prefix + k: float(v) for k, v in m.items()}
 

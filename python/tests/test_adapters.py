@@ -8,13 +8,15 @@ import os
 import sys
 import types
 import unittest
+import uuid
 from collections import defaultdict
 from types import SimpleNamespace
+from unittest import mock
 
 import _env
 import kgym
 from kgym.adapters import _common, openrlhf, trl, verl
-from kgym.store import InProcessStore
+from kgym.store import InProcessStore, default_store
 
 MATMUL = "cpu/matmul_f32"
 RMS = "cpu/rmsnorm_f32"
@@ -274,6 +276,73 @@ class Verl(unittest.TestCase):
         self.assertEqual(step, reward)
         self.assertIsNone(store.get("traj-9"))          # released with its instance
 
+    def test_tool_broker_store_across_workers(self):
+        """store="broker": a trajectory's second turn is served by another
+        tool instance on another Client (another rollout worker) and sees
+        the first turn's attempt."""
+        good, bad = completions_for(MATMUL, "naive", "tail_bug")
+        other = kgym.Client(self.cluster.endpoint)
+        rid = "req-%s" % uuid.uuid4().hex
+        agent_data = SimpleNamespace(request_id=rid)
+        try:
+            with FakeVerl():
+                cls = verl.KgymTool
+                schema = OpenAIFunctionToolSchema.model_validate(verl.TOOL_SCHEMA)
+                base = {"type": "native", "eval": dict(_env.CHECK), "max_attempts": 3,
+                        "step_reward": "improvement"}
+                worker1 = cls(config=dict(base, client=self.client), tool_schema=schema,
+                              store="broker")
+                worker2 = cls(config=dict(base, client=other, store="broker"), tool_schema=schema)
+                self.assertIsInstance(worker1._store, kgym.BrokerStore)
+                self.assertIs(worker1._store.client, self.client)
+                self.assertIs(worker2._store.client, other)
+
+                async def turn(tool, code):
+                    iid, _ = await tool.create(create_kwargs={"task": MATMUL})
+                    try:
+                        return await tool.execute(iid, {"code": code}, agent_data=agent_data)
+                    finally:
+                        await tool.release(iid)
+
+                async def trajectory():
+                    first = await turn(worker1, bad)
+                    second = await turn(worker2, good)
+                    return first, second, await worker1.calc_reward("x", agent_data=agent_data)
+
+                (r1, s1, _), (r2, s2, _), final = asyncio.run(trajectory())
+        finally:
+            other.close()
+        self.assertIn("incorrect", r1.text)
+        self.assertIn("(submission 1 of 3)", r1.text)
+        self.assertEqual(s1, -0.5)
+        self.assertIn("status: ok", r2.text)
+        self.assertIn("(submission 2 of 3)", r2.text)         # worker2 saw worker1's attempt
+        self.assertGreater(s2, 0)                             # improvement over -0.5 ...
+        self.assertEqual(final, 1.0)                          # check_only: ok scores 1.0
+        self.assertEqual(s2, final - (-0.5))                  # ... is score - best before
+        store = kgym.BrokerStore(self.client)
+        state = store.get(rid)
+        self.assertEqual([a["status"] for a in state["attempts"]], ["incorrect", "ok"])
+        self.assertEqual(state["task"], MATMUL)
+        self.assertEqual(len(self.client.jobs(trajectory=rid)), 2)
+        store.close(rid)
+
+    def test_tool_store_from_environment(self):
+        """$KGYM_TRAJECTORY_STORE=broker: a tool with no store setting keeps
+        its state at the broker; unset, in this process."""
+        with FakeVerl():
+            cls = verl.KgymTool
+            with mock.patch.dict(os.environ, {"KGYM_TRAJECTORY_STORE": "broker"}):
+                tool = cls(config={"client": self.client}, tool_schema=None)
+            self.assertIsInstance(tool._store, kgym.BrokerStore)
+            self.assertIs(tool._store.client, self.client)
+            with mock.patch.dict(os.environ, {"KGYM_TRAJECTORY_STORE": ""}):
+                tool = cls(config={"client": self.client}, tool_schema=None)
+            self.assertIs(tool._store, default_store())
+            with mock.patch.dict(os.environ, {"KGYM_TRAJECTORY_STORE": "broker"}):
+                tool = cls(config={"client": self.client, "store": "memory"}, tool_schema=None)
+            self.assertIs(tool._store, default_store())
+
 
 # ---------------------------------------------------------------- TRL
 
@@ -339,6 +408,33 @@ class Trl(unittest.TestCase):
         self.assertEqual(env.get_reward(), -1.0)
         with self.assertRaises(TypeError):
             trl.make_environment(nonsense=1)
+
+    def test_environment_broker_store(self):
+        """store="broker": the rollout's state is kept at the broker from
+        reset() to the next reset(), readable by another client."""
+        factory = trl.make_environment(client=self.client, max_attempts=2, job_opts=_env.CHECK,
+                                       store="broker")
+        env = factory()
+        env.reset(task=MATMUL)
+        tid = env.trajectory_id
+        good, bad = completions_for(MATMUL, "naive", "tail_bug")
+        env.submit_kernel(code=bad)
+        env.submit_kernel(code=good)
+        other = kgym.Client(self.cluster.endpoint)
+        try:
+            state = kgym.BrokerStore(other).get(tid)
+            self.assertEqual([a["status"] for a in state["attempts"]], ["incorrect", "ok"])
+            self.assertEqual((state["best_score"], state["task"]), (env.get_reward(), MATMUL))
+            env.reset(task=MATMUL)                            # the old rollout is forgotten
+            self.assertNotEqual(env.trajectory_id, tid)
+            self.assertIsNone(kgym.BrokerStore(other).get(tid))
+            self.assertEqual(kgym.BrokerStore(other).get(env.trajectory_id)["attempts"], [])
+        finally:
+            other.close()
+        plain = trl.make_environment(client=self.client)()    # no store: nothing kept
+        with mock.patch.dict(os.environ, {"KGYM_TRAJECTORY_STORE": ""}):
+            plain.reset(task=MATMUL)
+        self.assertIsNone(kgym.BrokerStore(self.client).get(plain.trajectory_id))
 
 
 # ---------------------------------------------------------------- OpenRLHF

@@ -45,7 +45,8 @@ class RealBroker(unittest.TestCase):
             self.assertIsNotNone(r.latency_s)
         for r in results[:-1]:                          # graded by the worker
             self.assertEqual(r.error, "")
-            self.assertEqual(r.worker, "local-0")
+            # A kept result (the broker's cache, section 14.1) says "cache".
+            self.assertEqual(r.worker, "cache" if r.cached and not r.coalesced else "local-0")
             self.assertIsInstance(r.job, int)
             self.assertIsNotNone(r.queue_s)
             self.assertIn("status", r.raw)
@@ -75,19 +76,22 @@ class RealBroker(unittest.TestCase):
     def test_client_timeout_cancel_and_late_result(self):
         client = kgym.Client(self.cluster.endpoint, max_inflight=4)
         hang = _env.candidate(GELU, "hang")
-        slow = client.submit(GELU, hang, timeout=1.0, timeout_s=0.3)
+        bypass = dict(timeout=1.0, cache="bypass")      # really run, never from the result cache
+        slow = client.submit(GELU, hang, timeout_s=0.3, **bypass)
         r = slow.result(10)
         self.assertEqual((r.status, r.error, r.reward), ("internal_error", "timeout", None))
         with self.assertRaises(kgym.KgymTimeout):
-            client.grade(GELU, hang, timeout=1.0, timeout_s=0.2)
-        fut = client.submit(GELU, hang, timeout=1.0)
+            client.grade(GELU, hang, timeout_s=0.2, **bypass)
+        fut = client.submit(GELU, hang, **bypass)
         time.sleep(0.1)                                   # let it reach the broker
         self.assertTrue(fut.cancel())
         self.assertTrue(fut.cancelled())
         self.assertEqual(client._slots.free, 4)           # every slot back
-        # The results of all three still come back from the worker: dropped.
-        self.assertTrue(wait_until(lambda: client.health()["late_results"] >= 3, 15),
-                        client.health())
+        # All three are cancelled at the broker (CANCEL, section 14.2), or, by a
+        # broker without CANCEL, run to the end and their results dropped here.
+        done = lambda h: h["late_results"] + h["cancel_done"]
+        self.assertTrue(wait_until(lambda: done(client.health()) >= 3, 15), client.health())
+        self.assertEqual(client.health()["cancel_sent"], 3)
         h = client.health()
         self.assertEqual((h["inflight"], h["timeouts"], h["cancelled"]), (0, 2, 1))
         client.close()
@@ -150,7 +154,7 @@ class RealBroker(unittest.TestCase):
         h = self.client.health()
         self.assertTrue(h["ok"])
         self.assertGreaterEqual(h["rtt_s"], 0)
-        fut = self.client.submit(GELU, _env.candidate(GELU, "hang"), timeout=0.5)
+        fut = self.client.submit(GELU, _env.candidate(GELU, "hang"), timeout=0.5, cache="bypass")
         h = self.client.health()
         self.assertGreaterEqual(h["inflight"], 1)
         self.assertEqual(fut.result(10).status, "timeout")      # the kernel's own timeout
@@ -182,7 +186,7 @@ class RealBroker(unittest.TestCase):
 
     def test_close(self):
         client = kgym.Client(self.cluster.endpoint)
-        fut = client.submit(GELU, _env.candidate(GELU, "hang"), timeout=1.0)
+        fut = client.submit(GELU, _env.candidate(GELU, "hang"), timeout=1.0, cache="bypass")
         client.close()
         r = fut.result(5)
         self.assertEqual((r.status, r.error), ("internal_error", "closed"))

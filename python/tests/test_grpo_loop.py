@@ -36,6 +36,12 @@ class GrpoLoop(unittest.TestCase):
             self.assertNotIn("internal_error", s["statuses"])
             for key in ("reward_mean", "reward_std", "pass_rate", "jobs_per_s", "kept", "masked"):
                 self.assertIn(key, s)
+            # Every job was graded or answered by the broker; the broker's
+            # group summaries agree with the loop's own dead-group count.
+            self.assertEqual(s["graded"] + s["cached"] + s["coalesced"], 8)
+            self.assertEqual(s["broker_dead_groups"], s["dead_groups"])
+        # 2 steps x 2 groups of 4 from small pools: repeats are answered, not graded.
+        self.assertGreater(sum(s["cached"] + s["coalesced"] for s in steps), 0)
 
     def test_against_a_running_broker(self):
         cluster = _env.cluster()

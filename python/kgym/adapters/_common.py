@@ -26,10 +26,11 @@ _clients = {}
 _clients_lock = threading.Lock()
 
 #  Options that configure the adapters rather than jobs.
-ADAPTER_KEYS = ("client", "broker", "format_score", "missing_score", "timeout_s")
+ADAPTER_KEYS = ("client", "broker", "format_score", "missing_score", "timeout_s", "store")
 #  Options that go into jobs.
-JOB_KEYS = ("eval", "reward", "tag", "group", "trajectory", "seed", "trials", "warmup", "timed",
-            "timeout", "compile_timeout", "profile", "check_only", "feedback_bytes")
+JOB_KEYS = ("eval", "reward", "tag", "group", "group_size", "trajectory", "cache", "seed", "trials",
+            "warmup", "timed", "timeout", "compile_timeout", "profile", "check_only",
+            "feedback_bytes")
 
 
 def get_client(client=None, broker=None):

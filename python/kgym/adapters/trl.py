@@ -19,13 +19,22 @@ configured subclass from make_environment(...). TRL creates it with no
 arguments, calls reset(**dataset_columns) at the start of each rollout,
 exposes its one public method submit_kernel to the model as a tool, and
 reads get_reward() (or env.reward in a reward function of your own).
+The environment object holds its rollout's state; with a trajectory store
+(KgymEnvironment.store, or $KGYM_TRAJECTORY_STORE) it also keeps it there
+under env.trajectory_id, in the shape of kgym.store, from reset() to the
+next reset(): with "broker", other processes can read it from the broker.
 
 TRL itself is never imported.
 """
 
+import logging
+import os
 import uuid
 
+from ..store import STORE_ENV, resolve_store
 from . import _common as C
+
+log = logging.getLogger("kgym")
 
 __all__ = ["make_reward_func", "kgym_reward", "KgymEnvironment", "make_environment"]
 
@@ -96,6 +105,10 @@ class KgymEnvironment:
       infra_reward   reward when kgym gives none (None: TRL ignores it)
       reward_mode    "best" (default) or "last" submission
       instructions   text reset() returns to append to the prompt (None)
+      store          a trajectory store kept up to date: a TrajectoryStore,
+                     "broker" or "memory" (None: $KGYM_TRAJECTORY_STORE
+                     when set, else none); the environment's own state
+                     decides the reward, a store failure is logged only
     """
 
     client = None
@@ -108,10 +121,12 @@ class KgymEnvironment:
     reward_mode = "best"
     instructions = None
     timeout_s = None
+    store = None
 
     def __init__(self):
         self._task = None
         self._trajectory = None
+        self._store = None
         self._scores = []
         self._results = []
         self.reward = None
@@ -121,13 +136,39 @@ class KgymEnvironment:
         task = kwargs.get(self.task_column)
         if task is None:
             task = kwargs.get("ground_truth")
+        if self._store is not None and self._trajectory is not None:
+            self._stored("close", self._trajectory)
         self._task = task
         self._trajectory = uuid.uuid4().hex
         self._scores = []
         self._results = []
         self.reward = None
         self.last_result = None
+        self._store = self._resolve_store()
+        if self._store is not None:
+            self._stored("open", self._trajectory, task)
         return self.instructions
+
+    @property
+    def trajectory_id(self):
+        """The current rollout's trajectory id (jobs carry it; the store keys
+        the rollout's state by it)."""
+        return self._trajectory
+
+    def _resolve_store(self):
+        if self.store is None and not os.environ.get(STORE_ENV):
+            return None
+        client, broker = self.client, self.broker
+        return resolve_store(self.store, client=lambda: (
+            None if client is None and not broker else C.get_client(client, broker)))
+
+    def _stored(self, method, *args):
+        try:
+            return getattr(self._store, method)(*args)
+        except Exception as exc:        # the store mirrors the rollout: never fail it
+            log.warning("kgym: trajectory store %s(%s) failed: %s: %s", method, args[0],
+                        type(exc).__name__, exc)
+            return None
 
     def submit_kernel(self, code: str) -> str:
         """
@@ -152,6 +193,11 @@ class KgymEnvironment:
         self._results.append(result)
         self.last_result = result
         self.reward = self._current()
+        if self._store is not None:
+            self._stored("record", self._trajectory, {
+                "status": result.status, "reward": result.reward, "score": score,
+                "speedup": result.speedup, "message": result.message, "job": result.job,
+                "error": result.error})
         return result.feedback_text()
 
     def _current(self):

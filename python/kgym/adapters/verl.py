@@ -27,8 +27,12 @@ config final_reward: last). veRL's agent loop creates a tool instance per call,
 so per-trajectory state (task, attempts, scores) lives in a
 TrajectoryStore keyed by the trajectory: agent_data.request_id when veRL
 passes it, else the instance id (rollouts that keep one instance per
-trajectory). The store is kgym.store.default_store() (in this process)
-unless KgymTool.store is set; a broker-backed store can replace it.
+trajectory). The store is chosen by KgymTool(store=...), else the tool
+config's `store:`, else KgymTool.store, else $KGYM_TRAJECTORY_STORE: a
+TrajectoryStore object, "memory" (kgym.store.default_store(), this
+process; the default) or "broker" (kgym.BrokerStore on the tool's client:
+the state lives at the broker, so the turns of one trajectory may be served
+by different rollout workers).
 
 veRL itself is imported only inside this module's functions and the tool
 class, never by `import kgym`.
@@ -36,7 +40,7 @@ class, never by `import kgym`.
 
 import json
 
-from ..store import default_store
+from ..store import resolve_store
 from . import _common as C
 
 __all__ = ["compute_score", "compute_score_async", "compute_score_batch", "KgymTool",
@@ -148,12 +152,16 @@ class _KgymToolImpl:
       final_reward    "best" (default) or "last": what calc_reward returns
       max_attempts    submissions per trajectory (default 8)
       feedback_chars  cap on the feedback text (default 4000)
+      store           "memory" (default) or "broker": where per-trajectory
+                      state lives (kgym.store.resolve_store)
     create() takes the task as create_kwargs task=... (or ground_truth=...).
     """
 
-    store = None            # a TrajectoryStore; None = the process-wide in-process store
+    #  A TrajectoryStore, "broker" or "memory"; None: $KGYM_TRAJECTORY_STORE,
+    #  else the process-wide in-process store.
+    store = None
 
-    def __init__(self, config=None, tool_schema=None):
+    def __init__(self, config=None, tool_schema=None, store=None):
         self.config = dict(config or {})
         if tool_schema is None:
             tool_schema = self.get_openai_tool_schema()
@@ -163,7 +171,11 @@ class _KgymToolImpl:
         else:
             self.tool_schema = tool_schema
             self.name = tool_schema.function.name
-        self._store = self.store if self.store is not None else default_store()
+        if store is None:
+            store = self.config.get("store")
+        if store is None:
+            store = self.store
+        self._store = resolve_store(store, client=self._store_client)
         self._instances = {}
 
     def get_openai_tool_schema(self):
@@ -179,6 +191,24 @@ class _KgymToolImpl:
 
     def _cfg(self, key, default=None):
         return self.config.get(key, default)
+
+    def _client(self):
+        return C.get_client(self.config.get("client"), self._cfg("broker"))
+
+    def _store_client(self):
+        """The client a "broker" store uses: the tool's; None when that is
+        the default client (the store then follows kgym.set_default_client)."""
+        if self.config.get("client") is None and not self._cfg("broker"):
+            return None
+        return self._client()
+
+    async def _stored(self, method, *args, **kw):
+        """A store call: its awaitable form when it has one (BrokerStore
+        talks to the broker without blocking the event loop)."""
+        amethod = getattr(self._store, "a" + method, None)
+        if amethod is not None:
+            return await amethod(*args, **kw)
+        return getattr(self._store, method)(*args, **kw)
 
     def _response(self, text):
         schemas = _verl_schemas()
@@ -229,10 +259,10 @@ class _KgymToolImpl:
         inst = self._instances.setdefault(instance_id, {"task": kwargs.get("task"), "group": None})
         trajectory = self._trajectory_of(instance_id, kwargs)
         inst["trajectory"] = trajectory
-        state = self._store.get(trajectory)
+        state = await self._stored("get", trajectory)
         if state is None:
             info = {"group": inst["group"]} if inst.get("group") is not None else {}
-            state = self._store.open(trajectory, inst["task"], **info)
+            state = await self._stored("open", trajectory, inst["task"], **info)
         fmt = self._cfg("format_score", -1.0)
         missing = self._cfg("missing_score", 0.0)
         limit = int(self._cfg("max_attempts", 8))
@@ -243,7 +273,7 @@ class _KgymToolImpl:
         if task is None:
             return self._response("kgym: this trajectory has no task (give the tool task= in its "
                                   "create_kwargs)."), 0.0, {}
-        client = C.get_client(self.config.get("client"), self._cfg("broker"))
+        client = self._client()
         opts = C.job_opts(None, self.config)
         opts.pop("trajectory", None)
         group = (state.get("info") or {}).get("group")
@@ -253,10 +283,10 @@ class _KgymToolImpl:
                                      timeout_s=self._cfg("timeout_s"), **opts)
         score = C.score_of(result, fmt, missing)
         best_before = state["best_score"]
-        self._store.record(trajectory, {"status": result.status, "reward": result.reward,
-                                        "score": score, "speedup": result.speedup,
-                                        "message": result.message, "job": result.job,
-                                        "error": result.error})
+        await self._stored("record", trajectory, {
+            "status": result.status, "reward": result.reward, "score": score,
+            "speedup": result.speedup, "message": result.message, "job": result.job,
+            "error": result.error})
         mode = self._cfg("step_reward", "score")
         if mode == "none" or score is None:
             step = 0.0
@@ -271,7 +301,7 @@ class _KgymToolImpl:
     async def calc_reward(self, instance_id, **kwargs):
         inst = self._instances.get(instance_id) or {}
         trajectory = inst.get("trajectory") or self._trajectory_of(instance_id, kwargs)
-        state = self._store.get(trajectory)
+        state = await self._stored("get", trajectory)
         if not state or not state["attempts"]:
             return float(self._cfg("format_score", -1.0))
         value = state["last_score"] if self._cfg("final_reward", "best") == "last" else state["best_score"]
@@ -281,10 +311,11 @@ class _KgymToolImpl:
         """Forget the instance. Its trajectory's state is forgotten too when
         the instance was the trajectory (one instance per trajectory); with
         veRL's per-call instances it stays in the store for the next turn
-        (InProcessStore forgets it after ttl_s)."""
+        (InProcessStore forgets it after ttl_s, the broker when it needs the
+        room, least recently used first)."""
         inst = self._instances.pop(instance_id, None) or {}
         if inst.get("trajectory", instance_id) == instance_id:
-            self._store.close(instance_id)
+            await self._stored("close", instance_id)
 
 
 _BaseTool = object
