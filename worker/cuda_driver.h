@@ -20,7 +20,7 @@
 //  missing on drivers before 12.4; it is then NULL).
 #define CUDA_DRIVER_FUNCS(X) \
     X (cuInit) X (cuDeviceGetCount) X (cuDeviceGet) X (cuDeviceGetName) X (cuDeviceTotalMem) \
-    X (cuDeviceGetPCIBusId) X (cuDriverGetVersion) X (cuDeviceGetAttribute) \
+    X (cuDeviceGetPCIBusId) X (cuDeviceGetUuid) X (cuDriverGetVersion) X (cuDeviceGetAttribute) \
     X (cuDevicePrimaryCtxRetain) X (cuCtxCreate) X (cuCtxSetCurrent) X (cuCtxSetLimit) \
     X (cuStreamCreate) X (cuEventCreate) X (cuMemAlloc) X (cuMemFree) X (cuMemGetInfo) \
     X (cuModuleLoadData) X (cuModuleLoadDataEx) X (cuModuleGetFunction) X (cuModuleUnload) \
@@ -53,6 +53,7 @@ int cuda_driver_has_param_info (void);
 #define cuDeviceGetName         cuda_driver.cuDeviceGetName
 #define cuDeviceTotalMem_v2     cuda_driver.cuDeviceTotalMem_v2
 #define cuDeviceGetPCIBusId     cuda_driver.cuDeviceGetPCIBusId
+#define cuDeviceGetUuid_v2      cuda_driver.cuDeviceGetUuid_v2
 #define cuDriverGetVersion      cuda_driver.cuDriverGetVersion
 #define cuDeviceGetAttribute    cuda_driver.cuDeviceGetAttribute
 #define cuDevicePrimaryCtxRetain cuda_driver.cuDevicePrimaryCtxRetain

@@ -257,6 +257,15 @@ cuda_exec_new (int ordinal, char *err, size_t errlen)
             free (self);
             return NULL;
         }
+    //  The UUID labels the worker's metrics the way dcgm-exporter does.
+    CUuuid uuid;
+    if (cuDeviceGetUuid (&uuid, self->device) == CUDA_SUCCESS) {
+        const unsigned char *b = (const unsigned char *) uuid.bytes;
+        snprintf (d->uuid, sizeof d->uuid,
+                  "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                  b [0], b [1], b [2], b [3], b [4], b [5], b [6], b [7], b [8], b [9], b [10],
+                  b [11], b [12], b [13], b [14], b [15]);
+    }
     d->mem_total = mem;
     d->l2_bytes = (uint64_t) l2;
     snprintf (d->arch, sizeof d->arch, "sm_%d%d", d->major, d->minor);
@@ -296,7 +305,7 @@ cuda_exec_device (cuda_exec_t *self)
 json_t *
 cuda_exec_device_json (const cuda_exec_device_t *d)
 {
-    return json_pack ("{s:i, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:[i,i,i], s:[i,i,i], s:i, s:i, s:s, s:i, "
+    return json_pack ("{s:i, s:s, s:s, s:i, s:i, s:I, s:I, s:i, s:[i,i,i], s:[i,i,i], s:i, s:i, s:s, s:s, s:i, "
                       "s:i, s:i, s:f}",
         "ordinal", d->ordinal, "name", d->name, "arch", d->arch, "major", d->major,
         "sm_count", d->sm_count, "l2_bytes", (json_int_t) d->l2_bytes,
@@ -304,7 +313,7 @@ cuda_exec_device_json (const cuda_exec_device_t *d)
         "max_block", d->max_block [0], d->max_block [1], d->max_block [2],
         "max_grid", d->max_grid [0], d->max_grid [1], d->max_grid [2],
         "shared_default", d->shared_default, "shared_optin", d->shared_optin,
-        "bus_id", d->bus_id, "driver", d->driver, "memory_clock_khz", d->mem_clock_khz,
+        "bus_id", d->bus_id, "uuid", d->uuid, "driver", d->driver, "memory_clock_khz", d->mem_clock_khz,
         "bus_width_bits", d->bus_width_bits, "peak_bw_gbs", d->peak_bw_gbs);
 }
 

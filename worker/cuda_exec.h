@@ -51,6 +51,7 @@ typedef struct {
     int shared_default;         //  dynamic + static shared bytes without opt-in
     int shared_optin;           //  with opt-in
     char bus_id [32];           //  "0000:1B:00.0"
+    char uuid [48];             //  "GPU-6f3c..." as nvidia-smi and dcgm-exporter write it
     int driver;                 //  cuDriverGetVersion
     int mem_clock_khz;          //  peak memory clock (0 = the driver would not say)
     int bus_width_bits;         //  memory bus width (0 = the driver would not say)

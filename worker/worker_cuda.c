@@ -33,6 +33,7 @@ struct worker_cuda_t {
     //  learnt from the first runner (immutable afterwards)
     char arch [16];             //  "sm_90"
     char device_text [512];     //  "NVIDIA H200 (sm_90, 0000:1B:00.0)"
+    char uuid [48];             //  "GPU-..." ("" when the driver would not say)
     uint64_t mem_total;         //  device memory
     uint8_t *internal;          //  cubin of cuda_kernels_source
     size_t internal_size;       //  its bytes
@@ -281,6 +282,8 @@ worker_cuda_new (const worker_eval_config_t *cfg, worker_cache_t *cache, char *e
     const char *arch = json_string_value (json_object_get (dev, "arch"));
     const char *name = json_string_value (json_object_get (dev, "name"));
     const char *bus = json_string_value (json_object_get (dev, "bus_id"));
+    const char *uuid = json_string_value (json_object_get (dev, "uuid"));
+    snprintf (self->uuid, sizeof self->uuid, "%s", uuid? uuid: "");
     snprintf (self->arch, sizeof self->arch, "%s", arch? arch: "");
     snprintf (self->device_text, sizeof self->device_text, "%s (%s, %s)",
               name? name: "CUDA device", self->arch, bus? bus: "?");
@@ -345,6 +348,12 @@ const char *
 worker_cuda_device (worker_cuda_t *self)
 {
     return self->device_text;
+}
+
+const char *
+worker_cuda_uuid (worker_cuda_t *self)
+{
+    return self->uuid;
 }
 
 const char *

@@ -59,6 +59,9 @@ void worker_cuda_job_destroy (worker_cuda_job_t **job_p);
 //  "NVIDIA H200 (sm_90, 0000:1B:00.0)"; borrowed.
 const char *worker_cuda_device (worker_cuda_t *self);
 
+//  The GPU's UUID, "GPU-..." as nvidia-smi writes it ("" when unknown).
+const char *worker_cuda_uuid (worker_cuda_t *self);
+
 //  "sm_90"; borrowed.
 const char *worker_cuda_arch (worker_cuda_t *self);
 

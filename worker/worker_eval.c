@@ -138,6 +138,16 @@ worker_eval_device (worker_eval_t *self)
     return "none";
 }
 
+const char *
+worker_eval_device_uuid (worker_eval_t *self)
+{
+#if KGYM_HAVE_CUDA
+    if (self->cuda)
+        return worker_cuda_uuid (self->cuda);
+#endif
+    return "";
+}
+
 //  The backend object for a task, made on first use. NULL with out set.
 static int
 s_backend (worker_eval_t *self, const char *backend, worker_outcome_t *out)

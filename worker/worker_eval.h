@@ -59,4 +59,7 @@ json_t *worker_eval_run (worker_eval_t *self, json_t *job);
 //  "cpu: <model name>" or the GPU's name; borrowed.
 const char *worker_eval_device (worker_eval_t *self);
 
+//  The GPU's UUID for metric labels ("GPU-..."; "" on the CPU backend).
+const char *worker_eval_device_uuid (worker_eval_t *self);
+
 #endif

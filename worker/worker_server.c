@@ -64,6 +64,7 @@ struct worker_server_t {
     bool stop;                      //  leave at the next turn
     common_metrics_worker_t m;      //  Prometheus figures (all NULL without metrics: no-ops)
     char gpu [16];                  //  label gpu: the CUDA ordinal, "" for cpu
+    char uuid [48];                 //  label UUID: the GPU's, "" for cpu (dcgm-exporter's labels)
     bool ready_told;                //  READY=1 went to systemd
     bool was_ready;                 //  /readyz said ok at the last turn
     int64_t next_status;            //  sd_notify: next STATUS line (ms)
@@ -284,9 +285,10 @@ worker_server_new (const worker_config_t *cfg, char *err, size_t errlen)
         return NULL;
     }
     self->backoff_ms = BACKOFF_MIN_MS;
+    snprintf (self->uuid, sizeof self->uuid, "%s", worker_eval_device_uuid (self->eval));
     //  The device is up (CUDA initialised): alive; ready once registered.
-    common_metric_set (self->m.info, 1, self->gpu, "", self->backend, worker_eval_device (self->eval));
-    common_metric_set (self->m.slots, self->cfg.slots, self->gpu, "");
+    common_metric_set (self->m.info, 1, self->gpu, self->uuid, self->backend, worker_eval_device (self->eval));
+    common_metric_set (self->m.slots, self->cfg.slots, self->gpu, self->uuid);
     common_metrics_set_alive (self->cfg.registry, true, NULL);
     common_metrics_set_ready (self->cfg.registry, false, "connecting to the broker");
     return self;
@@ -647,10 +649,10 @@ s_turn (worker_server_t *self)
 {
     bool connected = self->broker && self->registered && !self->reconnect_at;
     bool ready = connected && self->state == WORKER_STATE_READY;
-    common_metric_set (self->m.busy, self->running, self->gpu, "");
+    common_metric_set (self->m.busy, self->running, self->gpu, self->uuid);
     common_metric_set (self->m.connected, connected? 1: 0);
     for (int i = 0; i < 3; i++)
-        common_metric_set (self->m.state, (int) self->state == i? 1: 0, self->gpu, "", s_state_names [i]);
+        common_metric_set (self->m.state, (int) self->state == i? 1: 0, self->gpu, self->uuid, s_state_names [i]);
     common_metrics_t *registry = self->cfg.registry;
     common_metrics_beat (registry);
     if (ready != self->was_ready) {
