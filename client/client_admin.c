@@ -108,6 +108,8 @@ s_connect (const s_options_t *opts, const char *command)
     cfg.client_id = opts->client_id;
     cfg.curve_secret = opts->curve_secret;
     cfg.broker_key = opts->broker_key;
+    //  fetch borrows a trainer's id: leaving must not drop its waiting jobs.
+    cfg.keep_jobs = opts->client_id != NULL;
     char err [512];
     client_kgym_t *client = client_kgym_new_config (&cfg, err, sizeof (err));
     if (!client)

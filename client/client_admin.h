@@ -8,7 +8,8 @@
                 --broker-key FILE] [--timeout S]
         Print the kept results of a client's jobs (one job, a tag, or all),
         one JSON line each ("candidate" is "job N"), then say on stderr how
-        many of the matching jobs are not finished yet.
+        many of the matching jobs are not finished yet. It leaves without
+        DISCONNECT, so the client's waiting jobs stay queued.
     kgym keygen [--name NAME] PATH
         Write a new CURVE key pair: PATH (the public certificate, to put in
         the broker's --trainer-keys or --worker-keys directory, or to give

@@ -12,6 +12,12 @@
         old connection, so every pending job is sent again with retry=1;
       - delivered: the set of job ids whose RESULT was handed out, so a
         result sent twice (once per connection) comes out once.
+
+    Requests (FETCH, DRAIN, CANCEL, QUERY) are remembered by ref until
+    their DONE, ANSWER or ERROR, so an ERROR about a request is never taken
+    for one about a job, and a second ANSWER (to a query sent again) is
+    dropped. ask() keeps the events it is not waiting for in a queue that
+    recv() empties first, so a blocking query loses no result.
 */
 #include "client_kgym.h"
 #include "proto_mpk.h"
@@ -23,6 +29,7 @@
 #include <stdio.h>
 
 #define CLIENT_BACKOFF_MAX_MS 32000     //  longest wait between new sockets while silent
+#define CLIENT_MAX_REQUESTS 65536       //  requests unanswered at once (a bound, not a goal)
 
 //  A job sent and not answered yet.
 typedef struct {
@@ -30,6 +37,10 @@ typedef struct {
     uint64_t job;               //  broker's id once ACCEPTED (0 before)
     char backend [PROTO_MAX_STR];//  header backend
     char tag [PROTO_MAX_STR];   //  header tag
+    char group [PROTO_MAX_STR]; //  header group ("": none)
+    char trajectory [PROTO_MAX_STR];//  header trajectory ("": none)
+    uint32_t group_size;        //  header group_size (0: not said)
+    client_cache_policy_t cache;//  header cache policy (use: not sent)
     zframe_t *body;             //  the job as sent (owned)
     bool accepted;              //  ACCEPTED handed out
     bool refused;               //  refused (429/500): sent again only by retry()
@@ -53,6 +64,9 @@ struct _client_kgym_t {
     zpoller_t *poller;          //  on sock and monitor
     proto_msg_t *msg;           //  reused for every send and receive
     zhashx_t *pending;          //  ref -> s_pending_t (owned)
+    zhashx_t *requests;         //  ref -> uint64_t (owned): requests not answered yet
+    zlist_t *deferred;          //  client_event_t (owned): events ask() kept for recv()
+    uint64_t next_ask_ref;      //  ask(): the next ref to try
     s_idset_t delivered;        //  job ids whose RESULT was handed out
     int64_t last_sent_ms;       //  monotonic time of the last send
     int64_t last_heard_ms;      //  monotonic time of the last message from the broker
@@ -170,12 +184,68 @@ s_send_job (client_kgym_t *self, s_pending_t *entry, bool retry)
     self->msg->retry = retry? 1: 0;
     memcpy (self->msg->backend, entry->backend, sizeof (self->msg->backend));
     memcpy (self->msg->tag, entry->tag, sizeof (self->msg->tag));
+    memcpy (self->msg->group, entry->group, sizeof (self->msg->group));
+    memcpy (self->msg->trajectory, entry->trajectory, sizeof (self->msg->trajectory));
+    self->msg->group_size = entry->group_size;
+    if (entry->cache != CLIENT_CACHE_USE)
+        proto_msg_set_str (self->msg->cache, client_cache_policy_name (entry->cache));
     proto_msg_set_str (self->msg->client, self->client_id);
     self->msg->body = entry->body;
     int rc = proto_msg_send (self->msg, self->sock);
     self->msg->body = NULL;
     self->last_sent_ms = s_now_ms ();
     return rc;
+}
+
+//  --------------------------------------------------------------------------
+//  Requests in flight and events kept for recv()
+
+static void
+s_request_free (void **item)
+{
+    free (*item);
+    *item = NULL;
+}
+
+//  Remember request ref until its reply; 0, or -1 with a reason.
+static int
+s_request_add (client_kgym_t *self, uint64_t ref, char *err, size_t errlen)
+{
+    if (zhashx_lookup (self->requests, &ref))
+        return 0;
+    if (zhashx_size (self->requests) >= CLIENT_MAX_REQUESTS) {
+        snprintf (err, errlen, "%d requests unanswered: the broker is not answering",
+                  CLIENT_MAX_REQUESTS);
+        return -1;
+    }
+    uint64_t *key = (uint64_t *) malloc (sizeof (uint64_t));
+    if (!key) {
+        snprintf (err, errlen, "out of memory");
+        return -1;
+    }
+    *key = ref;
+    zhashx_insert (self->requests, key, key);
+    return 0;
+}
+
+//  True when ref was a request in flight (it is not any more).
+static bool
+s_request_take (client_kgym_t *self, uint64_t ref)
+{
+    if (!zhashx_lookup (self->requests, &ref))
+        return false;
+    zhashx_delete (self->requests, &ref);
+    return true;
+}
+
+static void
+s_deferred_purge (client_kgym_t *self)
+{
+    client_event_t *event;
+    while ((event = (client_event_t *) zlist_pop (self->deferred))) {
+        client_event_clear (event);
+        free (event);
+    }
 }
 
 //  The connection was made again: whatever was in flight on the old one
@@ -320,7 +390,11 @@ client_kgym_new_config (const client_kgym_config_t *cfg, char *err, size_t errle
     self->cfg.endpoint = self->cfg.client_id = self->cfg.curve_secret = self->cfg.broker_key = NULL;
     self->msg = proto_msg_new (PROTO_HEARTBEAT);
     self->pending = zhashx_new ();
+    self->requests = zhashx_new ();
+    self->deferred = zlist_new ();
+    self->next_ask_ref = CLIENT_ASK_REF_BASE;
     if (!self->endpoint || !self->client_id || !self->msg || !self->pending
+    ||  !self->requests || !self->deferred
     ||  (cfg->curve_secret && (!self->curve_secret || !self->broker_key))) {
         snprintf (err, errlen, "out of memory");
         client_kgym_destroy (&self);
@@ -331,6 +405,11 @@ client_kgym_new_config (const client_kgym_config_t *cfg, char *err, size_t errle
     zhashx_set_key_duplicator (self->pending, NULL);
     zhashx_set_key_destructor (self->pending, NULL);
     zhashx_set_destructor (self->pending, s_pending_free);
+    zhashx_set_key_hasher (self->requests, s_ref_hash);
+    zhashx_set_key_comparator (self->requests, s_ref_compare);
+    zhashx_set_key_duplicator (self->requests, NULL);
+    zhashx_set_key_destructor (self->requests, NULL);
+    zhashx_set_destructor (self->requests, s_request_free);
     if (s_socket_open (self, err, errlen)) {
         client_kgym_destroy (&self);
         return NULL;
@@ -360,13 +439,18 @@ client_kgym_destroy (client_kgym_t **self_p)
     if (!self_p || !*self_p)
         return;
     client_kgym_t *self = *self_p;
-    if (self->sock && self->msg && self->poller) {
+    if (self->sock && self->msg && self->poller && !self->cfg.keep_jobs) {
         proto_msg_reset (self->msg, PROTO_DISCONNECT);
         proto_msg_send (self->msg, self->sock);
     }
     s_socket_close (self);
     proto_msg_destroy (&self->msg);
     zhashx_destroy (&self->pending);
+    zhashx_destroy (&self->requests);
+    if (self->deferred) {
+        s_deferred_purge (self);
+        zlist_destroy (&self->deferred);
+    }
     free (self->delivered.slots);
     free (self->endpoint);
     free (self->client_id);
@@ -385,17 +469,60 @@ client_kgym_id (client_kgym_t *self)
 //  --------------------------------------------------------------------------
 //  Requests
 
+static const char *s_cache_policies [] = { "use", "refresh", "bypass" };
+
+const char *
+client_cache_policy_name (client_cache_policy_t policy)
+{
+    return (unsigned) policy < 3? s_cache_policies [policy]: "use";
+}
+
+int
+client_cache_policy_parse (const char *name, client_cache_policy_t *policy)
+{
+    for (unsigned i = 0; name && i < 3; i++)
+        if (streq (name, s_cache_policies [i])) {
+            *policy = (client_cache_policy_t) i;
+            return 0;
+        }
+    return -1;
+}
+
 int
 client_kgym_submit_encoded (client_kgym_t *self, uint64_t ref, const char *backend,
                             const char *tag, const void *body, size_t size,
                             char *err, size_t errlen)
 {
+    return client_kgym_submit_encoded_opts (self, ref, backend, tag, body, size, NULL, err, errlen);
+}
+
+int
+client_kgym_submit_encoded_opts (client_kgym_t *self, uint64_t ref, const char *backend,
+                                 const char *tag, const void *body, size_t size,
+                                 const client_submit_opts_t *opts, char *err, size_t errlen)
+{
+    client_submit_opts_t none = { NULL, 0, NULL, CLIENT_CACHE_USE };
+    if (!opts)
+        opts = &none;
     if (!backend || !*backend || strlen (backend) >= PROTO_MAX_STR) {
         snprintf (err, errlen, "backend missing or longer than %d bytes", PROTO_MAX_STR - 1);
         return -1;
     }
     if (!body || size == 0 || size > PROTO_MAX_BODY) {
         snprintf (err, errlen, "job of %zu bytes (encoded) over the limit of %u", size, PROTO_MAX_BODY);
+        return -1;
+    }
+    //  Header strings are refused rather than cut: a cut group id would
+    //  merge two groups at the broker.
+    if ((opts->group && strlen (opts->group) >= PROTO_MAX_STR)
+    ||  (opts->trajectory && strlen (opts->trajectory) >= PROTO_MAX_STR)) {
+        snprintf (err, errlen, "%s longer than %d bytes",
+                  opts->group && strlen (opts->group) >= PROTO_MAX_STR? "group": "trajectory",
+                  PROTO_MAX_STR - 1);
+        return -1;
+    }
+    if ((unsigned) opts->cache > CLIENT_CACHE_BYPASS) {
+        snprintf (err, errlen, "unknown cache policy %d", (int) opts->cache);
         return -1;
     }
     if (s_pending (self, ref)) {
@@ -416,6 +543,10 @@ client_kgym_submit_encoded (client_kgym_t *self, uint64_t ref, const char *backe
     //  tag (in the body, up to 256 bytes) is the one echoed, so a cut here
     //  loses nothing.
     proto_msg_set_str (entry->tag, tag);
+    proto_msg_set_str (entry->group, opts->group);
+    proto_msg_set_str (entry->trajectory, opts->trajectory);
+    entry->group_size = opts->group_size;
+    entry->cache = opts->cache;
     zhashx_insert (self->pending, &entry->ref, entry);
     if (s_send_job (self, entry, false)) {
         snprintf (err, errlen, "cannot send: %s", zmq_strerror (errno));
@@ -427,6 +558,13 @@ client_kgym_submit_encoded (client_kgym_t *self, uint64_t ref, const char *backe
 
 int
 client_kgym_submit (client_kgym_t *self, uint64_t ref, json_t *job, char *err, size_t errlen)
+{
+    return client_kgym_submit_opts (self, ref, job, NULL, err, errlen);
+}
+
+int
+client_kgym_submit_opts (client_kgym_t *self, uint64_t ref, json_t *job,
+                         const client_submit_opts_t *opts, char *err, size_t errlen)
 {
     if (!json_is_object (job)) {
         snprintf (err, errlen, "job is not an object");
@@ -448,8 +586,8 @@ client_kgym_submit (client_kgym_t *self, uint64_t ref, json_t *job, char *err, s
         snprintf (err, errlen, "cannot encode the job");
         return -1;
     }
-    int rc = client_kgym_submit_encoded (self, ref, backend, json_string_value (tag), data, size,
-                                         err, errlen);
+    int rc = client_kgym_submit_encoded_opts (self, ref, backend, json_string_value (tag), data,
+                                              size, opts, err, errlen);
     free (data);
     return rc;
 }
@@ -485,6 +623,8 @@ client_kgym_fetch (client_kgym_t *self, uint64_t ref, uint64_t job, const char *
         snprintf (err, errlen, "tag longer than %d bytes", PROTO_MAX_STR - 1);
         return -1;
     }
+    if (s_request_add (self, ref, err, errlen))
+        return -1;
     proto_msg_reset (self->msg, PROTO_FETCH);
     self->msg->ref = ref;
     self->msg->job = job;
@@ -492,6 +632,7 @@ client_kgym_fetch (client_kgym_t *self, uint64_t ref, uint64_t job, const char *
     proto_msg_set_str (self->msg->client, self->client_id);
     if (proto_msg_send (self->msg, self->sock)) {
         snprintf (err, errlen, "cannot send: %s", zmq_strerror (errno));
+        s_request_take (self, ref);
         return -1;
     }
     self->last_sent_ms = s_now_ms ();
@@ -505,15 +646,125 @@ client_kgym_drain (client_kgym_t *self, uint64_t ref, const char *worker, char *
         snprintf (err, errlen, "worker name missing or longer than %d bytes", PROTO_MAX_STR - 1);
         return -1;
     }
+    if (s_request_add (self, ref, err, errlen))
+        return -1;
     proto_msg_reset (self->msg, PROTO_DRAIN);
     self->msg->ref = ref;
     proto_msg_set_str (self->msg->name, worker);
     if (proto_msg_send (self->msg, self->sock)) {
         snprintf (err, errlen, "cannot send: %s", zmq_strerror (errno));
+        s_request_take (self, ref);
         return -1;
     }
     self->last_sent_ms = s_now_ms ();
     return 0;
+}
+
+int
+client_kgym_cancel (client_kgym_t *self, uint64_t ref, uint64_t job, char *err, size_t errlen)
+{
+    if (!ref || !job) {
+        snprintf (err, errlen, "%s", !ref? "ref 0 is not a request's (use refs >= 1)"
+                                         : "job id missing (0)");
+        return -1;
+    }
+    if (s_pending (self, ref)) {
+        snprintf (err, errlen, "ref %llu names a job in flight", (unsigned long long) ref);
+        return -1;
+    }
+    if (s_request_add (self, ref, err, errlen))
+        return -1;
+    proto_msg_reset (self->msg, PROTO_CANCEL);
+    self->msg->ref = ref;
+    self->msg->job = job;
+    proto_msg_set_str (self->msg->client, self->client_id);
+    if (proto_msg_send (self->msg, self->sock)) {
+        snprintf (err, errlen, "cannot send: %s", zmq_strerror (errno));
+        s_request_take (self, ref);
+        return -1;
+    }
+    self->last_sent_ms = s_now_ms ();
+    //  Given up: not sent again on a reconnect. A result already on its way
+    //  is still handed out (results need no pending entry).
+    for (s_pending_t *entry = (s_pending_t *) zhashx_first (self->pending); entry;
+         entry = (s_pending_t *) zhashx_next (self->pending))
+        if (entry->job == job) {
+            uint64_t key = entry->ref;
+            zhashx_delete (self->pending, &key);
+            break;
+        }
+    return 0;
+}
+
+//  Send QUERY ref with the encoded query (lent). 0, or -1 with a reason.
+static int
+s_send_query (client_kgym_t *self, uint64_t ref, const char *data, size_t size,
+              char *err, size_t errlen)
+{
+    zframe_t *body = zframe_new (data, size);
+    if (!body) {
+        snprintf (err, errlen, "out of memory");
+        return -1;
+    }
+    proto_msg_reset (self->msg, PROTO_QUERY);
+    self->msg->ref = ref;
+    proto_msg_set_str (self->msg->client, self->client_id);
+    proto_msg_set_body (self->msg, &body);
+    int rc = proto_msg_send (self->msg, self->sock);
+    proto_msg_reset (self->msg, PROTO_HEARTBEAT);      //  drops the body
+    self->last_sent_ms = s_now_ms ();
+    if (rc) {
+        snprintf (err, errlen, "cannot send: %s", zmq_strerror (errno));
+        return -1;
+    }
+    return 0;
+}
+
+//  The query as msgpack (data to free). 0, or -1 with a reason.
+static int
+s_encode_query (json_t *query, char **data, size_t *size, char *err, size_t errlen)
+{
+    if (!json_is_object (query)) {
+        snprintf (err, errlen, "a query is a JSON object with \"what\"");
+        return -1;
+    }
+    if (proto_mpk_encode (query, data, size)) {
+        snprintf (err, errlen, "cannot encode the query");
+        return -1;
+    }
+    if (*size > PROTO_MAX_BODY) {
+        snprintf (err, errlen, "query of %zu bytes (encoded) over the limit of %u", *size,
+                  PROTO_MAX_BODY);
+        free (*data);
+        *data = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int
+client_kgym_query (client_kgym_t *self, uint64_t ref, json_t *query, char *err, size_t errlen)
+{
+    if (!ref) {
+        snprintf (err, errlen, "ref 0 is not a request's (use refs >= 1)");
+        return -1;
+    }
+    if (s_pending (self, ref)) {
+        snprintf (err, errlen, "ref %llu names a job in flight", (unsigned long long) ref);
+        return -1;
+    }
+    char *data;
+    size_t size;
+    if (s_encode_query (query, &data, &size, err, errlen))
+        return -1;
+    int rc = s_request_add (self, ref, err, errlen);
+    if (rc == 0) {
+        rc = s_send_query (self, ref, data, size, err, errlen);
+        if (rc)
+            s_request_take (self, ref);
+    }
+    free (data);
+    return rc;
 }
 
 //  --------------------------------------------------------------------------
@@ -545,6 +796,20 @@ s_result_event (client_kgym_t *self, client_event_t *event)
         json_object_set_new (result, "worker", json_string (msg->name));
     event->type = CLIENT_EVENT_RESULT;
     event->result = result;
+}
+
+//  A body that must be a map (an ANSWER's or a SUMMARY's), decoded; NULL
+//  with the reason in why.
+static json_t *
+s_decode_map (zframe_t *body, char *why, size_t whylen)
+{
+    json_t *map = proto_mpk_decode (zframe_data (body), zframe_size (body), NULL, why, whylen);
+    if (map && !json_is_object (map)) {
+        snprintf (why, whylen, "not a map");
+        json_decref (map);
+        map = NULL;
+    }
+    return map;
 }
 
 //  The message just read as an event; false when it is not one to hand out
@@ -584,7 +849,8 @@ s_handle_reply (client_kgym_t *self, client_event_t *event)
             return true;
         }
         case PROTO_ERROR: {
-            if (msg->ref) {
+            //  About a request (its ref is one), else about a job.
+            if (msg->ref && !s_request_take (self, msg->ref)) {
                 s_pending_t *entry = s_pending (self, msg->ref);
                 if (entry && entry->refused) {
                     self->duplicates++;
@@ -603,7 +869,39 @@ s_handle_reply (client_kgym_t *self, client_event_t *event)
             memcpy (event->reason, msg->reason, sizeof (event->reason));
             return true;
         }
+        case PROTO_ANSWER: {
+            if (!s_request_take (self, msg->ref)) {
+                self->duplicates++;         //  a query sent twice, answered twice
+                return false;
+            }
+            char why [200];
+            event->ref = msg->ref;
+            event->answer = s_decode_map (msg->body, why, sizeof (why));
+            if (event->answer)
+                event->type = CLIENT_EVENT_ANSWER;
+            else {
+                event->type = CLIENT_EVENT_ERROR;
+                event->code = PROTO_ERR_MALFORMED;
+                snprintf (event->reason, sizeof (event->reason), "answer body: %s", why);
+            }
+            return true;
+        }
+        case PROTO_SUMMARY: {
+            char why [200];
+            memcpy (event->group, msg->group, sizeof (event->group));
+            event->summary = s_decode_map (msg->body, why, sizeof (why));
+            if (event->summary)
+                event->type = CLIENT_EVENT_SUMMARY;
+            else {
+                event->type = CLIENT_EVENT_ERROR;
+                event->code = PROTO_ERR_MALFORMED;
+                snprintf (event->reason, sizeof (event->reason), "summary of group %.64s: %s",
+                          msg->group, why);
+            }
+            return true;
+        }
         case PROTO_DONE:
+            s_request_take (self, msg->ref);
             event->type = CLIENT_EVENT_DONE;
             event->ref = msg->ref;
             event->count = msg->count;
@@ -615,8 +913,9 @@ s_handle_reply (client_kgym_t *self, client_event_t *event)
     }
 }
 
-int
-client_kgym_recv (client_kgym_t *self, int timeout_ms, client_event_t *event)
+//  Wait for the next reply from the socket (not the kept events).
+static int
+s_recv (client_kgym_t *self, int timeout_ms, client_event_t *event)
 {
     memset (event, 0, sizeof (*event));
     int64_t deadline = s_now_ms () + (timeout_ms > 0? timeout_ms: 0);
@@ -688,6 +987,94 @@ client_kgym_recv (client_kgym_t *self, int timeout_ms, client_event_t *event)
     }
 }
 
+int
+client_kgym_recv (client_kgym_t *self, int timeout_ms, client_event_t *event)
+{
+    client_event_t *kept = (client_event_t *) zlist_pop (self->deferred);
+    if (kept) {
+        *event = *kept;
+        free (kept);
+        return 0;
+    }
+    return s_recv (self, timeout_ms, event);
+}
+
+json_t *
+client_kgym_ask (client_kgym_t *self, json_t *query, int timeout_ms, char *err, size_t errlen)
+{
+    char *data;
+    size_t size;
+    if (s_encode_query (query, &data, &size, err, errlen))
+        return NULL;
+    uint64_t ref = self->next_ask_ref++;
+    while (s_pending (self, ref) || zhashx_lookup (self->requests, &ref))
+        ref = self->next_ask_ref++;
+    if (s_request_add (self, ref, err, errlen)
+    ||  s_send_query (self, ref, data, size, err, errlen)) {
+        s_request_take (self, ref);
+        free (data);
+        return NULL;
+    }
+    json_t *answer = NULL;
+    bool done = false;
+    uint64_t reconnects = self->reconnects;
+    int64_t deadline = s_now_ms () + (timeout_ms > 0? timeout_ms: 0);
+    while (!done) {
+        if (self->reconnects != reconnects) {
+            //  Made again: the query or its answer may have gone with the
+            //  old connection. A second answer is dropped as a duplicate.
+            reconnects = self->reconnects;
+            char why [256];
+            if (s_send_query (self, ref, data, size, why, sizeof (why)))
+                log_debug ("client", "query sent again: %s", why);
+        }
+        int64_t left = deadline - s_now_ms ();
+        if (left <= 0) {
+            snprintf (err, errlen, "no answer from the broker at %s within %d ms", self->endpoint,
+                      timeout_ms);
+            break;
+        }
+        //  Wake at least every heartbeat, to see a reconnect.
+        int wait = (int) (left < self->cfg.heartbeat_ms? left: self->cfg.heartbeat_ms);
+        client_event_t *event = (client_event_t *) calloc (1, sizeof (client_event_t));
+        if (!event) {
+            snprintf (err, errlen, "out of memory");
+            break;
+        }
+        if (s_recv (self, wait, event)) {
+            free (event);
+            if (errno == EINTR) {
+                snprintf (err, errlen, "interrupted");
+                break;
+            }
+            continue;
+        }
+        if (event->type == CLIENT_EVENT_ANSWER && event->ref == ref) {
+            answer = event->answer;
+            event->answer = NULL;
+            done = true;
+        }
+        else
+        if (event->type == CLIENT_EVENT_ERROR
+        &&  (event->ref == ref || (event->ref == 0 && event->code == PROTO_ERR_UNKNOWN_COMMAND))) {
+            //  An older broker answers QUERY with ERROR 401 and no ref.
+            snprintf (err, errlen, "broker error %u: %s%s", event->code, event->reason,
+                      event->ref? "": " (a broker that predates QUERY?)");
+            done = true;
+        }
+        else {
+            if (zlist_append (self->deferred, event) == 0)
+                continue;                           //  for recv(), in order
+            log_warn ("client", "out of memory: an event was dropped while waiting for an answer");
+        }
+        client_event_clear (event);
+        free (event);
+    }
+    s_request_take (self, ref);
+    free (data);
+    return answer;
+}
+
 size_t
 client_kgym_pending (client_kgym_t *self)
 {
@@ -723,6 +1110,8 @@ client_event_clear (client_event_t *event)
 {
     if (event) {
         json_decref (event->result);
+        json_decref (event->answer);
+        json_decref (event->summary);
         memset (event, 0, sizeof (*event));
     }
 }

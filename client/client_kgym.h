@@ -10,6 +10,19 @@
     interval, so a silent broker shows in silence_ms(). One thread owns an
     instance.
 
+    What the broker knows (docs/protocol.md section 14): cancel() gives up
+    a job (DONE with count 1 when it was cancelled now); query() sends a
+    QUERY whose ANSWER comes as an event; ask() is the blocking form for a
+    tool (other events that come meanwhile are kept and handed out by the
+    next recv(), in order). A group's SUMMARY comes as an event when the
+    group's last job ends. submit_opts() sends a job with its GRPO group,
+    trajectory and result cache policy.
+
+    Refs are the caller's, one space for jobs and requests: a ref names
+    one thing at a time (a job in flight, or a fetch, drain, cancel or
+    query not answered yet). ask() takes its refs from CLIENT_ASK_REF_BASE
+    up; keep yours below it.
+
     Rides out broker restarts and reconnects. Every message carries the
     client's stable id, so the broker knows it on a new connection. The
     library keeps each job it submitted until its result comes; whenever
@@ -40,6 +53,9 @@ typedef struct {
     const char *broker_key;     //  the broker's public certificate (with curve_secret)
     uint32_t heartbeat_ms;      //  idle time before a HEARTBEAT (default 1000)
     uint32_t liveness;          //  silent heartbeats before a new socket (default 3)
+    bool keep_jobs;             //  close without DISCONNECT: for a tool that borrows a
+                                //  trainer's client_id (fetch), whose waiting jobs a
+                                //  DISCONNECT would drop at the broker
 } client_kgym_config_t;
 
 void client_kgym_config_default (client_kgym_config_t *cfg);
@@ -49,8 +65,29 @@ typedef enum {
     CLIENT_EVENT_ACCEPTED,      //  the broker stored the job: ref, job
     CLIENT_EVENT_RESULT,        //  a result: ref, job, queue_s, worker, result
     CLIENT_EVENT_ERROR,         //  code, reason; ref (and job) when about a job, else 0
-    CLIENT_EVENT_DONE           //  a fetch or drain finished: ref, count, pending
+    CLIENT_EVENT_DONE,          //  a fetch, drain or cancel finished: ref, count, pending
+    CLIENT_EVENT_ANSWER,        //  the answer to a query: ref, answer
+    CLIENT_EVENT_SUMMARY        //  a GRPO group ended: group, summary
 } client_event_type_t;
+
+//  The result cache policy of a job (docs/protocol.md 14.1).
+typedef enum {
+    CLIENT_CACHE_USE = 0,       //  a kept result answers it; identical jobs in flight are joined
+    CLIENT_CACHE_REFRESH,       //  graded again; its result replaces the kept one
+    CLIENT_CACHE_BYPASS         //  graded again; its result is not kept
+} client_cache_policy_t;
+
+//  Per-job options of a SUBMIT beyond the job itself; all zero: none (as
+//  client_kgym_submit sends it). Strings are copied.
+typedef struct {
+    const char *group;          //  GRPO group id, up to 255 bytes (NULL or "": none)
+    uint32_t group_size;        //  jobs in the group (0: not said)
+    const char *trajectory;     //  multi-turn trajectory id, up to 255 bytes (NULL or "": none)
+    client_cache_policy_t cache;//  result cache policy (default use)
+} client_submit_opts_t;
+
+//  ask() numbers its queries from here up (callers' refs stay below).
+#define CLIENT_ASK_REF_BASE (UINT64_C (1) << 62)
 
 //  One reply from the broker.
 typedef struct {
@@ -64,6 +101,9 @@ typedef struct {
     json_t *result;             //  RESULT: result object (owned by the event)
     uint32_t count;             //  DONE: results sent again / workers told
     uint32_t pending;           //  DONE: matching jobs not finished yet
+    json_t *answer;             //  ANSWER: the answer map (owned by the event)
+    char group [PROTO_MAX_STR]; //  SUMMARY: the group
+    json_t *summary;            //  SUMMARY: the group's summary map (owned by the event)
 } client_event_t;
 
 //  Connect to the broker's client endpoint. NULL on failure (bad endpoint,
@@ -74,7 +114,8 @@ client_kgym_t *client_kgym_new_config (const client_kgym_config_t *cfg, char *er
 //  The same with defaults (a random client id, no CURVE).
 client_kgym_t *client_kgym_new (const char *endpoint);
 
-//  Send DISCONNECT (the broker drops this client's waiting jobs) and close.
+//  Send DISCONNECT (the broker drops this client's waiting jobs; not with
+//  keep_jobs) and close.
 void client_kgym_destroy (client_kgym_t **self_p);
 
 //  The client's id (borrowed).
@@ -91,6 +132,23 @@ int client_kgym_submit (client_kgym_t *self, uint64_t ref, json_t *job, char *er
 int client_kgym_submit_encoded (client_kgym_t *self, uint64_t ref, const char *backend,
                                 const char *tag, const void *body, size_t size,
                                 char *err, size_t errlen);
+
+//  The same with options (opts may be NULL: none). Group and trajectory
+//  go in the SUBMIT header (and are sent again with the job on a resend);
+//  a string longer than 255 bytes is refused, not cut. 0, or -1 with a reason.
+int client_kgym_submit_opts (client_kgym_t *self, uint64_t ref, json_t *job,
+                             const client_submit_opts_t *opts, char *err, size_t errlen);
+
+//  submit_encoded with options (opts may be NULL). 0, or -1 with a reason.
+int client_kgym_submit_encoded_opts (client_kgym_t *self, uint64_t ref, const char *backend,
+                                     const char *tag, const void *body, size_t size,
+                                     const client_submit_opts_t *opts, char *err, size_t errlen);
+
+//  "use", "refresh", "bypass".
+const char *client_cache_policy_name (client_cache_policy_t policy);
+
+//  The policy named name; 0, or -1 when name is none of the three.
+int client_cache_policy_parse (const char *name, client_cache_policy_t *policy);
 
 //  Send again a job the broker refused (ERROR 429 overloaded, 500): the
 //  library keeps it until its result comes or forget() drops it.
@@ -114,10 +172,35 @@ int client_kgym_fetch (client_kgym_t *self, uint64_t ref, uint64_t job, const ch
 int client_kgym_drain (client_kgym_t *self, uint64_t ref, const char *worker,
                        char *err, size_t errlen);
 
+//  Give up job (the broker's id, from ACCEPTED): the broker drops it if
+//  queued, or lets it finish on its worker unseen; no RESULT comes for it
+//  (one already on its way may still come, and is handed out). The job is
+//  no longer sent again on a reconnect. The broker answers a DONE event
+//  with ref: count 1 when it was cancelled now, 0 when it was unknown, not
+//  this client's, finished or cancelled already. 0, or -1 with a reason.
+int client_kgym_cancel (client_kgym_t *self, uint64_t ref, uint64_t job, char *err, size_t errlen);
+
+//  Ask the broker something (docs/protocol.md 14.3): query is a map with
+//  "what" and its parameters (borrowed), sent as msgpack. The reply is an
+//  ANSWER event with ref, or an ERROR event with ref (400 bad query, 404
+//  unknown job). An older broker answers ERROR 401 without a ref. 0, or -1
+//  with a reason.
+int client_kgym_query (client_kgym_t *self, uint64_t ref, json_t *query, char *err, size_t errlen);
+
+//  Send query and wait up to timeout_ms for its answer: a new reference to
+//  the answer map, or NULL with the reason in err (the broker's ERROR code
+//  and reason, no answer in time, interrupted). Sent again when the
+//  connection is made again meanwhile. Other events that come while it
+//  waits are kept for recv(), in their order.
+json_t *client_kgym_ask (client_kgym_t *self, json_t *query, int timeout_ms,
+                         char *err, size_t errlen);
+
 //  Wait up to timeout_ms for the next reply. 0 with *event filled (release
 //  it with client_event_clear), or -1 when nothing came in time or the wait
-//  was interrupted. A RESULT whose body does not decode comes as an ERROR
-//  (code 400) carrying its ref and job.
+//  was interrupted. A RESULT or ANSWER whose body does not decode comes as
+//  an ERROR (code 400) carrying its ref (and job); a SUMMARY that does not
+//  as an ERROR 400 without a ref. An ANSWER to no query in flight (a
+//  second answer to a query sent again) is dropped as a duplicate.
 int client_kgym_recv (client_kgym_t *self, int timeout_ms, client_event_t *event);
 
 //  Jobs submitted whose result has not come yet.

@@ -5,6 +5,11 @@
     runs in bounded memory), go out through client_kgym with at most
     --window in flight, and each RESULT becomes one line on stdout as soon
     as it arrives. Everything that stops the run says why in one line.
+
+    GRPO groups, trajectories and the result cache policy (--group,
+    --group-size, --trajectory, --cache, or the same keys on a batch line)
+    go in each SUBMIT's header. A group's SUMMARY is said on stderr; after
+    the last result the run waits a little for the summaries of its groups.
 */
 #include "client_submit.h"
 #include "client_format.h"
@@ -26,6 +31,7 @@
 #define SUBMIT_MIN_SILENCE_S 3.0        //  never call a broker lost quicker than this
 #define SUBMIT_RETRY_MIN_MS 100         //  first wait before sending a refused job again
 #define SUBMIT_RETRY_MAX_MS 5000        //  longest wait between sends of a refused job
+#define SUBMIT_SUMMARY_WAIT_MS 2000     //  after the last result, wait this long at most for summaries
 
 //  Parsed options.
 typedef struct {
@@ -45,9 +51,21 @@ typedef struct {
     const char *batch;          //  --batch FILE|-, or NULL
     bool table;                 //  --profile: readable blocks (stdout, or stderr with --json)
     bool json_lines;            //  --json: keep the JSON lines on stdout
+    const char *group;          //  --group G, or NULL
+    uint32_t group_size;        //  --group-size N (0: not said)
+    const char *trajectory;     //  --trajectory X, or NULL
+    client_cache_policy_t cache;//  --cache use|refresh|bypass
     char **paths;               //  TASK CANDIDATE...
     int npaths;                 //  entries in paths
 } s_options_t;
+
+//  A job's SUBMIT options: the command line's, or a batch line's own.
+typedef struct {
+    char group [PROTO_MAX_STR];     //  "" none
+    char trajectory [PROTO_MAX_STR];//  "" none
+    uint32_t group_size;            //  0 not said
+    client_cache_policy_t cache;    //  result cache policy
+} s_jobopts_t;
 
 //  Where jobs come from.
 typedef struct {
@@ -80,6 +98,8 @@ typedef struct {
     int64_t started_ms;         //  first submit
     int64_t progress_ms;        //  last redraw
     bool tty;                   //  stderr is a terminal
+    zhashx_t *groups;           //  group -> 1 sent, 2 summarised (in the pointer)
+    size_t unsummarised;        //  groups sent without a summary yet
 } s_run_t;
 
 static int64_t
@@ -100,6 +120,13 @@ s_usage (FILE *out)
         "  --timeout S            eval.timeout: seconds the runs of one job may take\n"
         "  --seed N               eval.seed: input seed (default: fresh per job)\n"
         "  --tag T                tag echoed in results\n"
+        "  --group G              GRPO group id: the broker sends the group's summary when it ends\n"
+        "                         (said on stderr)\n"
+        "  --group-size N         jobs in the group (its summary comes once N have ended)\n"
+        "  --trajectory X         multi-turn trajectory id (for kgym jobs --trajectory)\n"
+        "  --cache POLICY         the broker's result cache: use (default: a kept result of the same\n"
+        "                         job answers it, \"cached\": true), refresh (grade again and keep\n"
+        "                         it), bypass (grade again, keep nothing)\n"
         "  --window N             jobs in flight at most (default 256)\n"
         "  --connect-timeout S    give up when the broker never answers (default 10)\n"
         "  --broker-timeout S     give up when a broker that answered is away longer (default 60);\n"
@@ -108,7 +135,8 @@ s_usage (FILE *out)
         "  --heartbeat MS         heartbeat interval towards the broker (default 1000)\n"
         "  --curve-secret FILE    own secret certificate (kgym keygen): CURVE to the broker\n"
         "  --broker-key FILE      the broker's public certificate (with --curve-secret)\n"
-        "  --batch FILE|-         one job per line: {\"task\", \"candidate\", \"eval\", \"reward\", \"tag\"}\n"
+        "  --batch FILE|-         one job per line: {\"task\", \"candidate\", \"eval\", \"reward\", \"tag\"},\n"
+        "                         and optionally \"group\", \"group_size\", \"trajectory\", \"cache\"\n"
         "  --profile              per result, the feedback and a per-kernel table instead of JSON lines\n"
         "  --json                 with --profile: JSON lines on stdout, the tables on stderr\n");
 }
@@ -236,9 +264,60 @@ s_make_job (const s_options_t *opts, json_t *task, json_t *candidate, json_t *li
     return job;
 }
 
+//  The command line's SUBMIT options.
+static void
+s_jobopts_default (const s_options_t *opts, s_jobopts_t *jobopts)
+{
+    memset (jobopts, 0, sizeof (*jobopts));
+    proto_msg_set_str (jobopts->group, opts->group);
+    proto_msg_set_str (jobopts->trajectory, opts->trajectory);
+    jobopts->group_size = opts->group_size;
+    jobopts->cache = opts->cache;
+}
+
+//  A batch line's own SUBMIT options over the command line's. 0, or -1
+//  with a reason.
+static int
+s_batch_jobopts (json_t *line, s_jobopts_t *jobopts, char *err, size_t errlen)
+{
+    static const char *const names [] = { "group", "trajectory" };
+    for (int i = 0; i < 2; i++) {
+        json_t *value = json_object_get (line, names [i]);
+        if (!value)
+            continue;
+        const char *text = json_string_value (value);
+        if (!text || !*text || strlen (text) >= PROTO_MAX_STR) {
+            snprintf (err, errlen, "\"%s\" must be a string of 1 to %d bytes", names [i],
+                      PROTO_MAX_STR - 1);
+            return -1;
+        }
+        proto_msg_set_str (i? jobopts->trajectory: jobopts->group, text);
+    }
+    json_t *size = json_object_get (line, "group_size");
+    if (size) {
+        if (!json_is_integer (size) || json_integer_value (size) < 0
+        ||  json_integer_value (size) > UINT32_MAX) {
+            snprintf (err, errlen, "\"group_size\" must be an integer from 0 to %u", UINT32_MAX);
+            return -1;
+        }
+        jobopts->group_size = (uint32_t) json_integer_value (size);
+    }
+    json_t *cache = json_object_get (line, "cache");
+    if (cache && client_cache_policy_parse (json_string_value (cache), &jobopts->cache)) {
+        snprintf (err, errlen, "\"cache\" must be \"use\", \"refresh\" or \"bypass\"");
+        return -1;
+    }
+    if (jobopts->group_size && !jobopts->group [0]) {
+        snprintf (err, errlen, "\"group_size\" without a group");
+        return -1;
+    }
+    return 0;
+}
+
 //  Next batch line as a job: 1, 0 at the end, -1 with a reason.
 static int
-s_next_batch (s_source_t *self, json_t **job, char **label, char *err, size_t errlen)
+s_next_batch (s_source_t *self, json_t **job, char **label, s_jobopts_t *jobopts,
+              char *err, size_t errlen)
 {
     char why [512];
     while (true) {
@@ -268,6 +347,12 @@ s_next_batch (s_source_t *self, json_t **job, char **label, char *err, size_t er
         if (!json_is_object (line)) {
             snprintf (err, errlen, "%s:%zu: %s", self->opts->batch, lineno,
                       line? "not a JSON object": error.text);
+            json_decref (line);
+            return -1;
+        }
+        s_jobopts_default (self->opts, jobopts);
+        if (s_batch_jobopts (line, jobopts, why, sizeof (why))) {
+            snprintf (err, errlen, "%s:%zu: %s", self->opts->batch, lineno, why);
             json_decref (line);
             return -1;
         }
@@ -305,12 +390,15 @@ s_next_batch (s_source_t *self, json_t **job, char **label, char *err, size_t er
     }
 }
 
-//  Next job of either form: 1, 0 at the end, -1 with a reason.
+//  Next job of either form and its SUBMIT options: 1, 0 at the end, -1
+//  with a reason.
 static int
-s_source_next (s_source_t *self, json_t **job, char **label, char *err, size_t errlen)
+s_source_next (s_source_t *self, json_t **job, char **label, s_jobopts_t *jobopts,
+               char *err, size_t errlen)
 {
     if (self->batch)
-        return s_next_batch (self, job, label, err, errlen);
+        return s_next_batch (self, job, label, jobopts, err, errlen);
+    s_jobopts_default (self->opts, jobopts);
     if (self->next_path >= self->opts->npaths)
         return 0;
     const char *path = self->opts->paths [self->next_path++];
@@ -401,6 +489,44 @@ s_label (s_run_t *run, uint64_t ref)
     return ref < run->maxlabels && run->labels [ref]? run->labels [ref]: "(unknown job)";
 }
 
+//  A job of group (may be "") goes out; 0, or -1 out of memory.
+static int
+s_group_sent (s_run_t *run, const char *group)
+{
+    if (!group [0] || zhashx_lookup (run->groups, group))
+        return 0;
+    if (zhashx_insert (run->groups, group, (void *) 1))
+        return -1;
+    run->unsummarised++;
+    return 0;
+}
+
+//  A group's SUMMARY: one readable line on stderr.
+static void
+s_summary (s_run_t *run, const char *group, json_t *summary)
+{
+    if ((size_t) zhashx_lookup (run->groups, group) == 1) {
+        zhashx_update (run->groups, group, (void *) 2);
+        run->unsummarised--;
+    }
+    json_t *pass = json_object_get (summary, "pass_rate");
+    json_t *mean = json_object_get (summary, "reward_mean");
+    json_t *std = json_object_get (summary, "reward_std");
+    char rate [32] = "-", rewards [96] = "no reward";
+    if (json_is_number (pass))
+        snprintf (rate, sizeof (rate), "%.1f%%", 100 * json_number_value (pass));
+    if (json_is_number (mean))
+        snprintf (rewards, sizeof (rewards), "reward mean %.4g std %.4g",
+                  json_number_value (mean), json_is_number (std)? json_number_value (std): 0.0);
+    if (run->tty)
+        fprintf (stderr, "\r\033[K");
+    fprintf (stderr, "kgym submit: group %s: %lld job(s), %lld cancelled, pass rate %s, %s%s\n",
+             group, (long long) json_integer_value (json_object_get (summary, "count")),
+             (long long) json_integer_value (json_object_get (summary, "cancelled")), rate, rewards,
+             json_is_true (json_object_get (summary, "zero_variance"))?
+                " (zero variance: no gradient)": "");
+}
+
 static void
 s_count_failure (s_run_t *run, json_t *result)
 {
@@ -465,6 +591,10 @@ s_parse (int argc, char **argv, s_options_t *opts)
         { "broker-key", required_argument, NULL, 'K' },
         { "profile", no_argument, NULL, 'p' },
         { "json", no_argument, NULL, 'j' },
+        { "group", required_argument, NULL, 'G' },
+        { "group-size", required_argument, NULL, 'N' },
+        { "trajectory", required_argument, NULL, 'X' },
+        { "cache", required_argument, NULL, 'C' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
@@ -541,6 +671,36 @@ s_parse (int argc, char **argv, s_options_t *opts)
                 }
                 opts->tag = optarg;
                 break;
+            case 'G':
+            case 'X':
+                if (!*optarg || strlen (optarg) >= PROTO_MAX_STR) {
+                    fprintf (stderr, "kgym submit: --%s wants 1..%d bytes\n",
+                             opt == 'G'? "group": "trajectory", PROTO_MAX_STR - 1);
+                    return 2;
+                }
+                if (opt == 'G')
+                    opts->group = optarg;
+                else
+                    opts->trajectory = optarg;
+                break;
+            case 'N': {
+                unsigned long value = strtoul (optarg, &end, 10);
+                if (errno || end == optarg || *end || optarg [0] == '-' || value < 1
+                ||  value > UINT32_MAX) {
+                    fprintf (stderr, "kgym submit: --group-size wants 1..%u, not '%s'\n",
+                             UINT32_MAX, optarg);
+                    return 2;
+                }
+                opts->group_size = (uint32_t) value;
+                break;
+            }
+            case 'C':
+                if (client_cache_policy_parse (optarg, &opts->cache)) {
+                    fprintf (stderr, "kgym submit: --cache wants use, refresh or bypass, not '%s'\n",
+                             optarg);
+                    return 2;
+                }
+                break;
             case 'p':
                 opts->table = true;
                 break;
@@ -575,6 +735,10 @@ s_parse (int argc, char **argv, s_options_t *opts)
     }
     if (!opts->curve_secret != !opts->broker_key) {
         fprintf (stderr, "kgym submit: --curve-secret and --broker-key go together\n");
+        return 2;
+    }
+    if (opts->group_size && !opts->group) {
+        fprintf (stderr, "kgym submit: --group-size goes with --group\n");
         return 2;
     }
     if (opts->batch && opts->npaths > 0) {
@@ -639,7 +803,8 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
         while (!end && inflight < opts->window) {
             json_t *job = NULL;
             char *label = NULL;
-            int got = s_source_next (source, &job, &label, err, errlen);
+            s_jobopts_t jobopts;
+            int got = s_source_next (source, &job, &label, &jobopts, err, errlen);
             if (got <= 0) {
                 end = true;
                 if (got < 0)
@@ -653,9 +818,18 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
                 rc = -1;
             }
             else
-            if (client_kgym_submit (client, ref, job, why, sizeof (why))) {
-                snprintf (err, errlen, "%s: %s", label, why);
+            if (s_group_sent (run, jobopts.group)) {
+                snprintf (err, errlen, "out of memory");
                 rc = -1;
+            }
+            else {
+                client_submit_opts_t submit_opts = {
+                    jobopts.group, jobopts.group_size, jobopts.trajectory, jobopts.cache
+                };
+                if (client_kgym_submit_opts (client, ref, job, &submit_opts, why, sizeof (why))) {
+                    snprintf (err, errlen, "%s: %s", label, why);
+                    rc = -1;
+                }
             }
             json_decref (job);
             if (rc)
@@ -731,6 +905,9 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
             }
         }
         else
+        if (event.type == CLIENT_EVENT_SUMMARY)
+            s_summary (run, event.group, event.summary);
+        else
         if (event.type == CLIENT_EVENT_ERROR) {
             bool busy = event.code == PROTO_ERR_OVERLOADED || event.code == PROTO_ERR_INTERNAL;
             bool ours = event.ref && event.ref < run->maxlabels && run->labels [event.ref];
@@ -757,6 +934,17 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
         }
         client_event_clear (&event);
         s_progress (run, source, false);
+    }
+    //  A group's summary comes right after its last result: wait for those
+    //  of the groups sent, a little.
+    int64_t until = s_now_ms () + SUBMIT_SUMMARY_WAIT_MS;
+    while (rc == 0 && run->unsummarised && !zsys_interrupted && s_now_ms () < until) {
+        client_event_t event;
+        if (client_kgym_recv (client, (int) (until - s_now_ms ()), &event))
+            continue;
+        if (event.type == CLIENT_EVENT_SUMMARY)
+            s_summary (run, event.group, event.summary);
+        client_event_clear (&event);
     }
     if (client_kgym_reconnects (client))
         fprintf (stderr, "kgym submit: reconnected %llu time(s); %llu duplicate repl%s dropped\n",
@@ -786,7 +974,8 @@ client_submit_main (int argc, char **argv)
     memset (&run, 0, sizeof (run));
     run.tty = isatty (STDERR_FILENO);
     run.failures = zhashx_new ();
-    int rc = run.failures? s_run (&run, &source, &opts, err, sizeof (err)): -1;
+    run.groups = zhashx_new ();
+    int rc = run.failures && run.groups? s_run (&run, &source, &opts, err, sizeof (err)): -1;
     if (run.tty && run.submitted) {
         s_progress (&run, &source, true);
         fputc ('\n', stderr);
@@ -798,6 +987,7 @@ client_submit_main (int argc, char **argv)
     free (run.labels);
     free (run.refused);
     zhashx_destroy (&run.failures);
+    zhashx_destroy (&run.groups);
     s_source_close (&source);
     return rc? 1: 0;
 }

@@ -3,6 +3,7 @@
     kgym submit --broker EP [--timeout S] [--seed N] [--tag T] [--window N]
                 [--connect-timeout S] [--broker-timeout S] [--client-id ID]
                 [--heartbeat MS] [--curve-secret FILE --broker-key FILE]
+                [--group G [--group-size N]] [--trajectory X] [--cache use|refresh|bypass]
                 TASK CANDIDATE...
     kgym submit --broker EP [same options] --batch FILE|-
 
@@ -11,7 +12,11 @@
     are objects or paths relative to the cwd), keeps at most --window jobs
     in flight, and prints one compact JSON line per result on stdout in
     completion order (client_result_line, "candidate" = the path as given,
-    or "line N" for an inline candidate). A progress line goes to stderr
+    or "line N" for an inline candidate; a result the broker's cache
+    answered keeps its "cached": true). Group, group size, trajectory and
+    cache policy go in each SUBMIT's header (a batch line may carry its
+    own "group", "group_size", "trajectory", "cache"); a group's SUMMARY
+    is one line on stderr. A progress line goes to stderr
     when it is a terminal. Rides out a broker restart or a lost connection
     (client_kgym resends what is unanswered): each job is printed once. A
     job the broker refuses as busy (429) or could not store (500) is sent

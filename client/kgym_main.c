@@ -5,6 +5,9 @@
     kgym compile [--arch sm_XX] TASK CANDIDATE...            compile only
     kgym demo                                                the bundled examples, end to end
     kgym cache   stats|clear [--cache PATH]                  the compile cache
+    kgym workers|stats|job|jobs|results|tasks --broker EP    what the broker knows
+    kgym cache   stats --broker EP                           the broker's result cache
+    kgym drain|fetch|keygen                                  operators' requests
 
     Results are JSON lines on stdout, one per candidate. Exit status 0 when
     every job was graded (whatever the verdicts), non-zero with a one-line
@@ -13,6 +16,7 @@
 #include "kgym_cli.h"
 #include "client_submit.h"
 #include "client_admin.h"
+#include "client_query.h"
 #include "client_kgym.h"
 #include "client_format.h"
 #include "worker_eval.h"
@@ -39,15 +43,26 @@ s_usage (FILE *out)
         "          grade candidates locally, each in its sandbox; one JSON line per candidate\n"
         "          (--profile: a readable block with feedback and per-kernel table instead;\n"
         "          with --json too, JSON lines on stdout and the blocks on stderr)\n"
-        "  submit  --broker EP [--timeout S] [--seed N] TASK CANDIDATE...   (or --batch FILE)\n"
-        "          grade through a broker; JSON lines in completion order\n"
+        "  submit  --broker EP [--timeout S] [--seed N] [--group G [--group-size N]]\n"
+        "          [--trajectory X] [--cache use|refresh|bypass] TASK CANDIDATE...   (or --batch FILE)\n"
+        "          grade through a broker; JSON lines in completion order (a result the\n"
+        "          broker's cache answered has \"cached\": true)\n"
         "  compile [--arch sm_XX] [--cache PATH] TASK CANDIDATE...\n"
         "          compile without running; JSON lines with status, log and cache key\n"
         "  demo    [--workers N] [--examples DIR]\n"
         "          start a broker and local workers, grade the bundled examples, print a table\n"
-        "  cache   stats|clear [--cache PATH]\n"
+        "  cache   stats|clear [--cache PATH]   the local compile cache\n"
+        "  cache   stats --broker EP [--json]   the broker's result cache\n"
+        "  workers --broker EP [--json]        one row per worker: host, device, state, jobs, faults\n"
+        "  stats   --broker EP [--json] [--watch [S]]   queue, workers, rates, pass and cache hit rates\n"
+        "  job     --broker EP ID              a job and its result (JSON line)\n"
+        "  jobs    --broker EP (--tag T | --group G | --trajectory X) [--limit N] [--results]\n"
+        "  results --broker EP --task NAME [--limit N]   a task's latest results (JSON lines)\n"
+        "  tasks   --broker EP [--band LO,HI] [--min-attempts N]   per-task statistics (JSON lines)\n"
+        "          (job, jobs, results, tasks: --table for columns instead of JSON lines)\n"
         "  drain   --broker EP WORKER...   let workers finish their jobs, take no new ones, and leave\n"
         "  fetch   --broker EP --client-id ID [--job N | --tag T]   results the broker kept\n"
+
         "  keygen  [--name NAME] PATH      a CURVE certificate pair (PATH and PATH_secret)\n"
         "  version\n");
 }
@@ -206,6 +221,17 @@ s_cache (int argc, char **argv)
     return rc;
 }
 
+//  True when the arguments name a broker: `kgym cache` is then the
+//  broker's result cache rather than the local compile cache.
+static bool
+s_has_broker (int argc, char **argv)
+{
+    for (int i = 2; i < argc; i++)
+        if (streq (argv [i], "--broker") || strncmp (argv [i], "--broker=", 9) == 0)
+            return true;
+    return false;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -225,8 +251,12 @@ main (int argc, char **argv)
         return client_submit_main (argc - 1, argv + 1);
     if (streq (command, "demo"))
         return kgym_demo_main (argc - 1, argv + 1);
+    if (streq (command, "cache") && s_has_broker (argc, argv))
+        return client_query_main (argc - 1, argv + 1);
     if (streq (command, "cache"))
         return s_cache (argc - 1, argv + 1);
+    if (client_query_handles (command))
+        return client_query_main (argc - 1, argv + 1);
     if (streq (command, "drain") || streq (command, "fetch") || streq (command, "keygen"))
         return client_admin_main (argc - 1, argv + 1);
     if (streq (command, "compile"))
