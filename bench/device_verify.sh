@@ -4,7 +4,8 @@
 #   more GPUs, the multi-GPU scaling run. Binaries come from a build copied by
 #   bench/device_stage.sh into .devbuild; libraries from .devlibs (see
 #   ../shared/device/README.md). Logs go to $OUT.
-#   bench/device_verify.sh [tests] [profile] [demo] [bench] [scaling]
+#   bench/device_verify.sh [tests] [profile] [demo] [bench] [scaling] [ops]
+#   (ops: broker and CUDA workers with metrics, the examples twice, the admin's view)
 #   (profile: the profiler's cases, then the whole gpu suite, with per-case output)
 set -u
 export LD_LIBRARY_PATH=$PWD/.devlibs/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -31,5 +32,6 @@ for step in $steps; do
         demo)    $B/client/kgym demo 2>&1 | tee $OUT/demo.log | tail -n 50 ;;
         bench)   $B/bench/bench_cuda 2>&1 | tee $OUT/bench_cuda.log | tail -n 40 ;;
         scaling) OUT=$OUT bench/gpu_scaling.sh $B ${JOBS:-2000} 2>&1 | tee $OUT/scaling.log ;;
+        ops)     OUT=$OUT bench/gpu_ops.sh $B 2>&1 | tee $OUT/ops.log ;;
     esac
 done

@@ -368,6 +368,36 @@ START_TEST (test_profile_summary_matches_declared_launches)
 }
 END_TEST
 
+START_TEST (test_profile_stale_cupti_name_is_matched_by_geometry)
+{
+    //  CUPTI named the candidate's kernel after a kernel of a module unloaded
+    //  before (seen on the H200): the launch's record is still found, by its
+    //  place and exact geometry, and shown under the declared name.
+    cuda_profile_device_t dev = s_h200 ();
+    cuda_plan_launch_t launches [1] = { s_launch ("gelu", 131072, 256) };
+    cuda_plan_call_t call = { 0, launches, 1 };
+    cuda_profile_record_t records [1] = { s_record ("bgr_ref", 1000, 118000, 131072, 256) };
+    cuda_profile_input_t in = { records, 1, &call, NULL, &dev, 0, 0, NULL };
+    uint32_t missing = 99;
+    json_t *sum = cuda_profile_summarise (&in, &missing);
+    ck_assert_uint_eq (missing, 0);
+    ck_assert_int_eq (json_integer_value (json_object_get (sum, "renamed_records")), 1);
+    ck_assert_int_eq (json_integer_value (json_object_get (sum, "extra_kernels")), 0);
+    json_t *k = json_array_get (json_object_get (sum, "kernels"), 0);
+    ck_assert_str_eq (json_string_value (json_object_get (k, "symbol")), "gelu");
+    ck_assert_str_eq (records [0].symbol, "bgr_ref");     //  the input is left alone
+    char msg [512] = "";
+    ck_assert (!cuda_profile_verdict (sum, 117.0, 0.2, msg, sizeof msg));
+    json_decref (sum);
+    //  Another geometry is not it: still missing.
+    records [0] = s_record ("bgr_ref", 1000, 118000, 4096, 256);
+    sum = cuda_profile_summarise (&in, &missing);
+    ck_assert_uint_eq (missing, 1);
+    ck_assert_int_eq (json_integer_value (json_object_get (sum, "renamed_records")), 0);
+    json_decref (sum);
+}
+END_TEST
+
 START_TEST (test_profile_missing_launch_fails_the_candidate)
 {
     cuda_profile_device_t dev = s_h200 ();
@@ -417,6 +447,7 @@ main (void)
     tcase_add_test (tc, test_profile_peak_margin_occupancy_floor);
     tcase_add_test (tc, test_profile_summary_matches_declared_launches);
     tcase_add_test (tc, test_profile_missing_launch_fails_the_candidate);
+    tcase_add_test (tc, test_profile_stale_cupti_name_is_matched_by_geometry);
     suite_add_tcase (suite, tc);
     return testutil_run_suite (suite);
 }

@@ -31,7 +31,7 @@ typedef CUpti_ActivityKernel9 s_kernel_t;
 #define CUPTI_FUNCS(X) \
     X (cuptiGetVersion) X (cuptiGetResultString) X (cuptiActivityRegisterCallbacks) \
     X (cuptiActivityEnable) X (cuptiActivityDisable) X (cuptiActivityFlushAll) \
-    X (cuptiActivityGetNextRecord) X (cuptiActivityGetNumDroppedRecords)
+    X (cuptiActivityGetNextRecord) X (cuptiActivityGetNumDroppedRecords) X (cuptiGetTimestamp)
 
 #define CUPTI_MEMBER(f) __typeof__ (f) *f;
 
@@ -173,22 +173,27 @@ cuda_cupti_load (char *err, size_t errlen)
 }
 
 int
-cuda_cupti_begin (char *err, size_t errlen)
+cuda_cupti_begin (uint64_t *begin_ns, char *err, size_t errlen)
 {
+    *begin_ns = 0;
     if (cuda_cupti_load (err, errlen))
         return -1;
+    //  Records still to come from earlier windows stay: they are placed by time.
     pthread_mutex_lock (&s_cupti.lock);
     if (!s_cupti.records)
         s_cupti.records = calloc (CUDA_PROFILE_MAX_RECORDS, sizeof *s_cupti.records);
-    s_cupti.n = 0;
-    s_cupti.truncated = false;
     bool ok = s_cupti.records != NULL;
     pthread_mutex_unlock (&s_cupti.lock);
     if (!ok) {
         snprintf (err, errlen, "out of memory");
         return -1;
     }
-    CUptiResult rc = s_cupti.cuptiActivityEnable (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    CUptiResult rc = s_cupti.cuptiGetTimestamp (begin_ns);
+    if (rc != CUPTI_SUCCESS) {
+        snprintf (err, errlen, "cuptiGetTimestamp: %s", s_result (rc));
+        return -1;
+    }
+    rc = s_cupti.cuptiActivityEnable (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     if (rc != CUPTI_SUCCESS) {
         snprintf (err, errlen, "cuptiActivityEnable(CONCURRENT_KERNEL): %s", s_result (rc));
         return -1;
@@ -196,18 +201,61 @@ cuda_cupti_begin (char *err, size_t errlen)
     return 0;
 }
 
+//  What the callbacks collected, handed over (the lock is not held).
+static int
+s_take (cuda_profile_record_t **records, size_t *n, bool *truncated, char *err, size_t errlen)
+{
+    pthread_mutex_lock (&s_cupti.lock);
+    cuda_profile_record_t *copy = malloc ((s_cupti.n? s_cupti.n: 1) * sizeof *copy);
+    if (copy) {
+        memcpy (copy, s_cupti.records, s_cupti.n * sizeof *copy);
+        *n = s_cupti.n;
+        *truncated = s_cupti.truncated;
+        s_cupti.n = 0;
+        s_cupti.truncated = false;
+    }
+    pthread_mutex_unlock (&s_cupti.lock);
+    if (!copy) {
+        snprintf (err, errlen, "out of memory");
+        return -1;
+    }
+    *records = copy;
+    return 0;
+}
+
 int
-cuda_cupti_end (CUcontext ctx, cuda_profile_record_t **records, size_t *n, bool *truncated,
-                size_t *dropped, char *err, size_t errlen)
+cuda_cupti_collect (cuda_profile_record_t **records, size_t *n, bool *truncated, char *err,
+                    size_t errlen)
+{
+    *records = NULL;
+    *n = 0;
+    *truncated = false;
+    if (!s_cupti.handle || s_cupti.why [0]) {
+        snprintf (err, errlen, "%s", s_cupti.why [0]? s_cupti.why: "CUPTI is not loaded");
+        return -1;
+    }
+    CUptiResult rc = s_cupti.cuptiActivityFlushAll (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (rc != CUPTI_SUCCESS) {
+        snprintf (err, errlen, "cuptiActivityFlushAll: %s", s_result (rc));
+        return -1;
+    }
+    return s_take (records, n, truncated, err, errlen);
+}
+
+int
+cuda_cupti_end (CUcontext ctx, uint64_t *end_ns, cuda_profile_record_t **records, size_t *n,
+                bool *truncated, size_t *dropped, char *err, size_t errlen)
 {
     *records = NULL;
     *n = 0;
     *truncated = false;
     *dropped = 0;
+    *end_ns = 0;
     if (!s_cupti.handle || s_cupti.why [0]) {
         snprintf (err, errlen, "%s", s_cupti.why [0]? s_cupti.why: "CUPTI is not loaded");
         return -1;
     }
+    s_cupti.cuptiGetTimestamp (end_ns);
     CUptiResult rc_off = s_cupti.cuptiActivityDisable (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     //  Forced: every buffer comes back now, through s_buffer_completed.
     CUptiResult rc = s_cupti.cuptiActivityFlushAll (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -221,22 +269,7 @@ cuda_cupti_end (CUcontext ctx, cuda_profile_record_t **records, size_t *n, bool 
                   s_result (rc_off != CUPTI_SUCCESS? rc_off: rc));
         return -1;
     }
-    pthread_mutex_lock (&s_cupti.lock);
-    cuda_profile_record_t *copy = malloc ((s_cupti.n? s_cupti.n: 1) * sizeof *copy);
-    if (copy) {
-        memcpy (copy, s_cupti.records, s_cupti.n * sizeof *copy);
-        *n = s_cupti.n;
-        *truncated = s_cupti.truncated;
-    }
-    s_cupti.n = 0;
-    s_cupti.truncated = false;
-    pthread_mutex_unlock (&s_cupti.lock);
-    if (!copy) {
-        snprintf (err, errlen, "out of memory");
-        return -1;
-    }
-    *records = copy;
-    return 0;
+    return s_take (records, n, truncated, err, errlen);
 }
 
 #else   //  built without cupti.h: the runner grades, the profile says why it is missing
@@ -249,16 +282,28 @@ cuda_cupti_load (char *err, size_t errlen)
 }
 
 int
-cuda_cupti_begin (char *err, size_t errlen)
+cuda_cupti_begin (uint64_t *begin_ns, char *err, size_t errlen)
 {
+    *begin_ns = 0;
     return cuda_cupti_load (err, errlen);
 }
 
 int
-cuda_cupti_end (CUcontext ctx, cuda_profile_record_t **records, size_t *n, bool *truncated,
-                size_t *dropped, char *err, size_t errlen)
+cuda_cupti_collect (cuda_profile_record_t **records, size_t *n, bool *truncated, char *err,
+                    size_t errlen)
+{
+    *records = NULL;
+    *n = 0;
+    *truncated = false;
+    return cuda_cupti_load (err, errlen);
+}
+
+int
+cuda_cupti_end (CUcontext ctx, uint64_t *end_ns, cuda_profile_record_t **records, size_t *n,
+                bool *truncated, size_t *dropped, char *err, size_t errlen)
 {
     (void) ctx;
+    *end_ns = 0;
     *records = NULL;
     *n = 0;
     *truncated = false;

@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <cuda.h>
 #include "cuda_profile.h"
 
@@ -24,15 +25,26 @@
 //  "disabled by KGYM_CUPTI=0"). Idempotent; the reason of a failure sticks.
 int cuda_cupti_load (char *err, size_t errlen);
 
-//  Start recording kernels (drops records left from before). 0 or -1.
-int cuda_cupti_begin (char *err, size_t errlen);
+//  Start recording kernels; *begin_ns is CUPTI's clock just before (the
+//  records' own clock), so the caller can place every record by its start
+//  time. Call after the stream is synchronised. 0 or -1.
+int cuda_cupti_begin (uint64_t *begin_ns, char *err, size_t errlen);
 
-//  Stop recording, flush, and hand over the records since begin
-//  (malloc'd, caller frees; at most CUDA_PROFILE_MAX_RECORDS, *truncated
-//  when there were more) and CUPTI's count of dropped records. Call after
-//  the stream is synchronised. 0 or -1 with a reason.
-int cuda_cupti_end (CUcontext ctx, cuda_profile_record_t **records, size_t *n, bool *truncated,
-                    size_t *dropped, char *err, size_t errlen);
+//  Stop recording, flush, and hand over the records CUPTI delivered since
+//  the last hand-over (malloc'd, caller frees; at most
+//  CUDA_PROFILE_MAX_RECORDS, *truncated when there were more), CUPTI's
+//  count of dropped records, and *end_ns (CUPTI's clock when called). CUPTI
+//  may deliver a kernel's record after the flush that should have carried
+//  it, into a later hand-over: records are placed by their start time
+//  between begin_ns and end_ns, never by the hand-over they came in. Call
+//  after the stream is synchronised. 0 or -1 with a reason.
+int cuda_cupti_end (CUcontext ctx, uint64_t *end_ns, cuda_profile_record_t **records, size_t *n,
+                    bool *truncated, size_t *dropped, char *err, size_t errlen);
+
+//  Flush again (recording stays as it is) and hand over records delivered
+//  late, as cuda_cupti_end does. 0 or -1.
+int cuda_cupti_collect (cuda_profile_record_t **records, size_t *n, bool *truncated, char *err,
+                        size_t errlen);
 
 //  Demangle a C++ symbol with libstdc++'s __cxa_demangle (loaded on first
 //  use) into buf; returns buf, or sym when it is not a C++ name.

@@ -145,7 +145,15 @@ typedef struct {
     int *prof_blocks [CUDA_PLAN_PROGS]; //  occupancy API: blocks per SM of each declared launch
     size_t prof_dropped;        //  records CUPTI dropped
     bool prof_truncated;        //  more records than kept
+    //  Every record CUPTI handed over, placed into programs by start time:
+    //  CUPTI may deliver a record after the flush of its own window.
+    cuda_profile_record_t *pool;        //  all records handed over (malloc'd)
+    size_t npool, maxpool;              //  entries used / allocated
+    uint64_t win_begin [CUDA_PLAN_PROGS], win_end [CUDA_PLAN_PROGS];   //  CUPTI clock
+    uint64_t pending_begin;             //  start of the window being recorded
 } job_t;
+
+#define S_POOL_MAX (4 * CUDA_PROFILE_MAX_RECORDS)
 
 
 static const char *
@@ -1102,7 +1110,7 @@ s_profile_begin (job_t *job)
         return 0;
     CK (job, WHO_US, cuStreamSynchronize (job->ex->stream), "synchronising before the profiled run");
     char why [256];
-    if (cuda_cupti_begin (why, sizeof why)) {
+    if (cuda_cupti_begin (&job->pending_begin, why, sizeof why)) {
         snprintf (job->prof_why, sizeof job->prof_why, "%s", why);
         return 0;
     }
@@ -1110,7 +1118,33 @@ s_profile_begin (job_t *job)
     return 0;
 }
 
-//  CUPTI off after program p's launches (s_run has synchronised): keep its records.
+//  Records handed over join the pool (taken).
+static void
+s_pool_add (job_t *job, cuda_profile_record_t *records, size_t n, bool truncated)
+{
+    job->prof_truncated |= truncated;
+    if (job->npool + n > S_POOL_MAX) {
+        job->prof_truncated = true;
+        n = S_POOL_MAX - job->npool;
+    }
+    if (job->npool + n > job->maxpool) {
+        size_t grown = job->npool + n + 64;
+        cuda_profile_record_t *pool = realloc (job->pool, grown * sizeof *pool);
+        if (!pool) {
+            job->prof_truncated = true;
+            free (records);
+            return;
+        }
+        job->pool = pool;
+        job->maxpool = grown;
+    }
+    memcpy (job->pool + job->npool, records, n * sizeof *records);
+    job->npool += n;
+    free (records);
+}
+
+//  CUPTI off after program p's launches (s_run has synchronised): its
+//  window closes; what was handed over joins the pool.
 static void
 s_profile_end (job_t *job, cuda_plan_prog_t p, double run_us)
 {
@@ -1119,18 +1153,50 @@ s_profile_end (job_t *job, cuda_plan_prog_t p, double run_us)
     job->collecting = false;
     char why [256];
     bool truncated = false;
-    size_t dropped = 0;
-    free (job->prof_rec [p]);
-    job->prof_rec [p] = NULL;
-    if (cuda_cupti_end (job->ex->ctx, &job->prof_rec [p], &job->prof_n [p], &truncated, &dropped,
-                        why, sizeof why)) {
+    size_t dropped = 0, n = 0;
+    uint64_t end_ns = 0;
+    cuda_profile_record_t *records = NULL;
+    if (cuda_cupti_end (job->ex->ctx, &end_ns, &records, &n, &truncated, &dropped, why, sizeof why)) {
         snprintf (job->prof_why, sizeof job->prof_why, "%s", why);
         return;
     }
+    s_pool_add (job, records, n, truncated);
     job->prof_dropped += dropped;
-    job->prof_truncated |= truncated;
+    job->win_begin [p] = job->pending_begin;
+    job->win_end [p] = end_ns;
     job->prof_done [p] = true;
     job->prof_us [p] = run_us;
+}
+
+//  Each profiled program's records: those of the pool (late deliveries
+//  collected first) that started inside its latest window. A record from
+//  an earlier window or set belongs to none and is left out.
+static void
+s_profile_gather (job_t *job)
+{
+    if (job->prof_why [0])
+        return;
+    cuda_profile_record_t *late = NULL;
+    size_t n = 0;
+    bool truncated = false;
+    char why [256];
+    if (cuda_cupti_collect (&late, &n, &truncated, why, sizeof why) == 0)
+        s_pool_add (job, late, n, truncated);
+    for (int p = 0; p < CUDA_PLAN_PROGS; p++) {
+        free (job->prof_rec [p]);
+        job->prof_rec [p] = NULL;
+        job->prof_n [p] = 0;
+        if (!job->prof_done [p])
+            continue;
+        job->prof_rec [p] = malloc ((job->npool? job->npool: 1) * sizeof (cuda_profile_record_t));
+        if (!job->prof_rec [p]) {
+            snprintf (job->prof_why, sizeof job->prof_why, "out of memory");
+            return;
+        }
+        for (size_t i = 0; i < job->npool; i++)
+            if (job->pool [i].start_ns >= job->win_begin [p] && job->pool [i].start_ns <= job->win_end [p])
+                job->prof_rec [p] [job->prof_n [p]++] = job->pool [i];
+    }
 }
 
 //  The occupancy API's resident blocks per SM for every declared launch of
@@ -1179,6 +1245,7 @@ s_profile_program (job_t *job, cuda_plan_prog_t p, uint32_t *missing)
 static bool
 s_profile_incomplete (job_t *job)
 {
+    s_profile_gather (job);
     for (int p = 0; p < CUDA_PLAN_PROGS; p++) {
         uint32_t missing = 0;
         json_t *summary = s_profile_program (job, (cuda_plan_prog_t) p, &missing);
@@ -1204,6 +1271,8 @@ s_profile (job_t *job, double median_us)
     //  CUPTI missing one of them means the records cannot be trusted to
     //  judge the candidate's.
     uint32_t ref_missing = 0, cand_missing = 0, base_missing = 0;
+    if (plan->profile)
+        s_profile_gather (job);
     json_t *ref = s_profile_program (job, PLAN_REFERENCE, &ref_missing);
     char reason [320] = "";
     if (!plan->profile)
@@ -1404,8 +1473,9 @@ done:
         cuda_profile_record_t *records = NULL;
         size_t nrec = 0, dropped = 0;
         bool truncated = false;
+        uint64_t end_ns;
         char why [256];
-        cuda_cupti_end (NULL, &records, &nrec, &truncated, &dropped, why, sizeof why);
+        cuda_cupti_end (NULL, &end_ns, &records, &nrec, &truncated, &dropped, why, sizeof why);
         free (records);
         job.collecting = false;
     }
@@ -1436,6 +1506,7 @@ done:
         free (job.prof_rec [p]);
         free (job.prof_blocks [p]);
     }
+    free (job.pool);
     *fatal = job.fatal;
     json_t *result = json_pack ("{s:s, s:s, s:b, s:f, s:f, s:I, s:o, s:o, s:o, s:{s:f, s:f, s:f, s:f, s:f}, "
                                 "s:I, s:i, s:b}",

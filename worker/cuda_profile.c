@@ -96,10 +96,12 @@ cuda_profile_summarise (const cuda_profile_input_t *in, uint32_t *missing)
     size_t *order = calloc (n? n: 1, sizeof *order);
     int *match = calloc (n? n: 1, sizeof *match);          //  declared launch of each sorted record, -1 none
     size_t *group_of = calloc (n? n: 1, sizeof *group_of); //  first sorted index of its group
+    cuda_profile_record_t *recs = malloc ((n? n: 1) * sizeof *recs);   //  ours: names may be fixed
     json_t *summary = json_object ();
     json_t *kernels = json_array ();
     json_t *missing_list = json_array ();
-    if (!order || !match || !group_of || !summary || !kernels || !missing_list) {
+    if (!order || !match || !group_of || !recs || !summary || !kernels || !missing_list) {
+        free (recs);
         free (order);
         free (match);
         free (group_of);
@@ -108,21 +110,42 @@ cuda_profile_summarise (const cuda_profile_input_t *in, uint32_t *missing)
         json_decref (missing_list);
         return NULL;
     }
+    memcpy (recs, in->records, n * sizeof *recs);
     for (size_t i = 0; i < n; i++) {
         order [i] = i;
         match [i] = -1;
     }
-    qsort_r (order, n, sizeof *order, s_by_start, (void *) in->records);
+    qsort_r (order, n, sizeof *order, s_by_start, (void *) recs);
 
     //  One stream: the records come in launch order. Each declared launch
     //  takes the next record with its symbol; records skipped on the way
-    //  (device-side launches) are extra.
+    //  (device-side launches) are extra. CUPTI names a kernel from a cache
+    //  keyed by its function handle, and a module loaded where an unloaded
+    //  one was can inherit the old names (seen on the H200: the next job's
+    //  gelu recorded as the last job's bgr_ref). So when no record has the
+    //  name, the next one with the launch's exact geometry is it, renamed.
     size_t next = 0;
+    uint32_t renamed = 0;
     for (uint32_t l = 0; l < nlaunches; l++) {
-        const char *kernel = in->call->launches [l].kernel;
+        const cuda_plan_launch_t *launch = &in->call->launches [l];
+        const char *kernel = launch->kernel;
         size_t j = next;
-        while (j < n && strcmp (in->records [order [j]].symbol, kernel) != 0)
+        while (j < n && strcmp (recs [order [j]].symbol, kernel) != 0)
             j++;
+        if (j == n) {
+            for (j = next; j < n; j++) {
+                const cuda_profile_record_t *r = &recs [order [j]];
+                bool same = true;
+                for (int d = 0; d < 3; d++)
+                    same &= r->grid [d] == launch->grid [d] && r->block [d] == launch->block [d];
+                if (same)
+                    break;
+            }
+            if (j < n) {
+                snprintf (recs [order [j]].symbol, sizeof recs [order [j]].symbol, "%s", kernel);
+                renamed++;
+            }
+        }
         if (j < n) {
             match [j] = (int) l;
             next = j + 1;
@@ -135,7 +158,7 @@ cuda_profile_summarise (const cuda_profile_input_t *in, uint32_t *missing)
     uint64_t total_ns = 0;
     uint32_t extra = 0;
     for (size_t j = 0; j < n; j++) {
-        const cuda_profile_record_t *r = &in->records [order [j]];
+        const cuda_profile_record_t *r = &recs [order [j]];
         total_ns += r->end_ns > r->start_ns? r->end_ns - r->start_ns: 0;
         extra += match [j] < 0;
     }
@@ -148,7 +171,7 @@ cuda_profile_summarise (const cuda_profile_input_t *in, uint32_t *missing)
     for (size_t j = 0; j < n; j++) {
         group_of [j] = j;
         for (size_t k = 0; k < j; k++)
-            if (group_of [k] == k && s_same_group (&in->records [order [k]], &in->records [order [j]])) {
+            if (group_of [k] == k && s_same_group (&recs [order [k]], &recs [order [j]])) {
                 group_of [j] = k;
                 break;
             }
@@ -156,7 +179,7 @@ cuda_profile_summarise (const cuda_profile_input_t *in, uint32_t *missing)
     for (size_t g = 0; g < n; g++) {
         if (group_of [g] != g)
             continue;
-        const cuda_profile_record_t *first = &in->records [order [g]];
+        const cuda_profile_record_t *first = &recs [order [g]];
         uint64_t group_ns = 0;
         uint32_t launches = 0;
         int blocks = -1;
@@ -164,7 +187,7 @@ cuda_profile_summarise (const cuda_profile_input_t *in, uint32_t *missing)
         for (size_t j = g; j < n; j++) {
             if (group_of [j] != g)
                 continue;
-            const cuda_profile_record_t *r = &in->records [order [j]];
+            const cuda_profile_record_t *r = &recs [order [j]];
             group_ns += r->end_ns > r->start_ns? r->end_ns - r->start_ns: 0;
             launches++;
             declared |= match [j] >= 0;
@@ -205,9 +228,11 @@ cuda_profile_summarise (const cuda_profile_input_t *in, uint32_t *missing)
     json_object_set_new (summary, "observed_launches", json_integer ((json_int_t) n));
     json_object_set_new (summary, "missing_launches", missing_list);
     json_object_set_new (summary, "extra_kernels", json_integer (extra));
+    json_object_set_new (summary, "renamed_records", json_integer (renamed));
     json_object_set_new (summary, "dram_bw_gbs", s_num (bw));
     json_object_set_new (summary, "dram_bw_fraction", s_num (fraction));
     json_object_set_new (summary, "run_us", in->run_us > 0? json_real (in->run_us): json_null ());
+    free (recs);
     free (order);
     free (match);
     free (group_of);
