@@ -59,6 +59,10 @@ int
 main (int argc, char **argv)
 {
     int jobs = argc > 1? atoi (argv [1]): 200;
+    if (jobs < 1 || jobs > 1000000) {
+        fprintf (stderr, "usage: bench_worker [JOBS]   (1 to 1000000, default 200)\n");
+        return 2;
+    }
     char dir [] = "/tmp/kgym-bench-XXXXXX";
     if (!mkdtemp (dir))
         return 1;

@@ -1,6 +1,6 @@
 /*  test_worker_runner - real kgym-runner processes loading real compiled
     kernels: a good one gives the right outputs; hostile ones (loops,
-    crashes, memory and fork bombs, sockets, file writes, ptrace, exec,
+    crashes, memory and fork bombs, sockets, file writes and reads, ptrace, exec,
     leftover threads, libc symbols, bad offsets) are contained, and no
     process of any runner outlives it.
 */
@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 static const char *s_kernels =
+    "#include <dirent.h>\n"
     "#include <errno.h>\n"
     "#include <fcntl.h>\n"
     "#include <pthread.h>\n"
@@ -48,6 +49,11 @@ static const char *s_kernels =
     "void unix_socket (int *out) { int sv [2]; out [0] = socketpair (AF_UNIX, SOCK_STREAM, 0, sv); out [1] = errno; }\n"
     "void write_file (int *out) { out [0] = open (\"/tmp/kgym-test-x\", O_WRONLY | O_CREAT, 0644); out [1] = errno; }\n"
     "void read_file (int *out) { out [0] = open (\"/etc/hostname\", O_RDONLY); out [1] = errno; if (out [0] >= 0) close (out [0]); }\n"
+    "void read_proc (int *out) { out [0] = open (\"/proc/self/maps\", O_RDONLY); out [1] = errno; if (out [0] >= 0) close (out [0]); }\n"
+    "void list_root (int *out)\n"
+    "{ DIR *d = opendir (\"/\"); out [0] = 0; out [1] = 0; struct dirent *e;\n"
+    "  while (d && (e = readdir (d))) if (e->d_name [0] != '.') { out [0]++; out [1] |= strcmp (e->d_name, \"candidate.so\") != 0; }\n"
+    "  if (d) closedir (d); else out [0] = -1; }\n"
     "void trace (int *out) { out [0] = (int) ptrace (PTRACE_ATTACH, getppid (), 0, 0); out [1] = errno; }\n"
     "void shell (int *out) { char *argv [] = { \"/bin/sh\", \"-c\", \"true\", 0 };\n"
     "  out [0] = execve (\"/bin/sh\", argv, 0); out [1] = errno; }\n"
@@ -210,6 +216,10 @@ START_TEST (test_caps_reported)
     ck_assert (json_is_true (json_object_get (json, "seccomp")));
     ck_assert (json_is_true (json_object_get (json, "netns")));
     ck_assert (json_is_string (json_object_get (json, "cgroup")));
+    ck_assert (json_is_boolean (json_object_get (json, "empty_root")));
+    if (geteuid () == 0) {
+        ck_assert (json_is_true (json_object_get (json, "empty_root")));
+    }
     if (geteuid () == 0)
         ck_assert_str_eq (json_string_value (json_object_get (json, "uid")), "nobody");
     json_decref (json);
@@ -340,10 +350,24 @@ START_TEST (test_forbidden_calls_fail)
     worker_run_outcome_t run = s_call (runner, "new_session", 5.0, &out);
     ck_assert_int_eq (run.status, RUN_OK);
     ck_assert (out [0] == -1 && out [1] == EPERM && out [2] == -1 && out [3] == EPERM);
+    //  No file of the host can be read: the root is a tmpfs of the runner's
+    //  own holding only the candidate's object (where the host allows it).
+    const char *caps = worker_runner_caps (runner);
+    if (strstr (caps, "\"empty_root\":true")) {
+        run = s_call (runner, "read_file", 5.0, &out);
+        ck_assert_int_eq (run.status, RUN_OK);
+        ck_assert_msg (out [0] == -1 && out [1] == ENOENT, "/etc/hostname: %d errno %d", out [0], out [1]);
+        run = s_call (runner, "read_proc", 5.0, &out);
+        ck_assert_int_eq (run.status, RUN_OK);
+        ck_assert_msg (out [0] == -1 && out [1] == ENOENT, "/proc/self/maps: %d errno %d", out [0], out [1]);
+        run = s_call (runner, "list_root", 5.0, &out);
+        ck_assert_int_eq (run.status, RUN_OK);
+        ck_assert_msg (out [0] == 1 && out [1] == 0, "/ holds %d entries (other than candidate.so: %d)",
+                       out [0], out [1]);
+    }
+    else
+        fprintf (stderr, "this host gave no empty root: %s\n", caps);
     //  What kernels legitimately do still works.
-    run = s_call (runner, "read_file", 5.0, &out);
-    ck_assert_int_eq (run.status, RUN_OK);
-    ck_assert_msg (out [0] >= 0, "read-only open failed: errno %d", out [1]);
     run = s_call (runner, "thread_ok", 5.0, &out);
     ck_assert_int_eq (run.status, RUN_OK);
     ck_assert_int_eq (out [0], 0);

@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -83,6 +84,7 @@ typedef struct {
     bool nobody;                    //  dropped to nobody
     uid_t uid;                      //  uid we run as (outside view)
     bool seccomp;                   //  filter installed
+    bool empty_root;                //  kernel mode: a root of our own holding only the candidate
     uint64_t rlimit_as;             //  bytes
     uint64_t rlimit_nproc;
     char text [256];                //  the JSON
@@ -340,6 +342,60 @@ s_write_map (const char *file, const char *text)
     return s_write_text (path, text);
 }
 
+//  Kernel mode: a mount namespace whose root is a small tmpfs holding only
+//  the candidate's object, so no file of the host can be opened, read or
+//  listed from it (the seccomp filter already refuses writes). What the
+//  object needs besides libc (libm: it is linked with -lm) is loaded first,
+//  from the real root. Needs CAP_SYS_ADMIN: root, or the fresh user
+//  namespace before its capabilities go. When it cannot be done the host's
+//  world-readable files stay readable and the caps text says so
+//  ("empty_root": false).
+#define S_CANDIDATE_PATH "/candidate.so"
+
+static void
+s_empty_root (const s_args_t *args, s_caps_t *caps)
+{
+    if (args->mode != S_MODE_KERNEL || args->so < 0)
+        return;
+    dlopen ("libm.so.6", RTLD_NOW | RTLD_GLOBAL);
+    struct stat st;
+    if (fstat (args->so, &st) != 0 || !S_ISREG (st.st_mode)
+    ||  unshare (CLONE_NEWNS) != 0
+    ||  mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+        return;
+    char options [96];
+    snprintf (options, sizeof options, "size=%llu,mode=0755,nr_inodes=16",
+              (unsigned long long) st.st_size + (1u << 20));
+    if (mount ("kgym", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, options) != 0)
+        return;
+    //  Copy the object in (by offset: the descriptor's position is left alone).
+    int out = open ("/tmp" S_CANDIDATE_PATH, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+    bool copied = out >= 0;
+    static char buf [65536];
+    off_t at = 0;
+    while (copied) {
+        ssize_t n = pread (args->so, buf, sizeof buf, at);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            copied = n == 0 && at == st.st_size;
+            break;
+        }
+        copied = write (out, buf, (size_t) n) == n;
+        at += n;
+    }
+    if (out >= 0)
+        close (out);
+    if (!copied || mkdir ("/tmp/old", 0700) != 0
+    ||  syscall (SYS_pivot_root, "/tmp", "/tmp/old") != 0 || chdir ("/") != 0
+    ||  umount2 ("/old", MNT_DETACH) != 0)
+        s_die ("sandbox: cannot switch to the empty root");
+    rmdir ("/old");
+    //  Nothing is mounted or created there from here on.
+    mount (NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
+    caps->empty_root = true;
+}
+
 //  New network (only lo, down) and IPC namespaces; not root: in a new user
 //  namespace mapping only our own ids, then without capabilities.
 //  As root, the supervisor may hand us empty namespaces made once by a probe
@@ -356,6 +412,7 @@ s_namespaces (const s_args_t *args, s_caps_t *caps)
         if ((args->ipcns >= 0 && setns (args->ipcns, CLONE_NEWIPC) == 0)
         ||  unshare (CLONE_NEWIPC) == 0)
             caps->ipcns = true;
+        s_empty_root (args, caps);
         return;
     }
     uid_t uid = geteuid ();
@@ -369,6 +426,7 @@ s_namespaces (const s_args_t *args, s_caps_t *caps)
     s_write_map ("uid_map", map);
     snprintf (map, sizeof map, "%u %u 1", (unsigned) gid, (unsigned) gid);
     s_write_map ("gid_map", map);
+    s_empty_root (args, caps);
     //  unshare gave us every capability inside the new namespace: drop them.
     struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
     struct __user_cap_data_struct data [2];
@@ -582,11 +640,11 @@ s_caps_text (const s_args_t *args, s_caps_t *caps)
     snprintf (caps->text, sizeof caps->text,
               "{\"netns\":%s,\"userns\":%s,\"uid\":%s,\"seccomp\":%s,\"cgroup\":\"%s\","
               "\"memory_bytes\":%s,\"pids\":%s,\"rlimit_as\":%llu,\"rlimit_nproc\":%llu,"
-              "\"cpu_s\":%llu}",
+              "\"cpu_s\":%llu,\"empty_root\":%s}",
               caps->netns? "true": "false", caps->userns? "true": "false", uid,
               caps->seccomp? "true": "false", caps->cgroup, mem, pids,
               (unsigned long long) caps->rlimit_as, (unsigned long long) caps->rlimit_nproc,
-              (unsigned long long) args->cpu_s);
+              (unsigned long long) args->cpu_s, caps->empty_root? "true": "false");
 }
 
 //  Everything before untrusted code: see the file header for the order.
@@ -804,7 +862,10 @@ s_kernel_main (s_args_t *args, s_caps_t *caps)
 {
     s_runner_t self = { .args = args };
     char path [64];
-    snprintf (path, sizeof path, "/proc/self/fd/%d", args->so);
+    if (caps->empty_root)
+        snprintf (path, sizeof path, "%s", S_CANDIDATE_PATH);
+    else
+        snprintf (path, sizeof path, "/proc/self/fd/%d", args->so);
     self.handle = dlopen (path, RTLD_NOW | RTLD_LOCAL);
     if (!self.handle) {
         char msg [256];
