@@ -27,47 +27,26 @@ static pid_t s_pids [3];
 static char s_client_ep [64], s_worker_ep [64];
 static char s_cache_dir [] = "/tmp/kgym-test-e2e-XXXXXX";
 
-//  A free loopback port (the race with another process is acceptable in a test).
-static int
-s_free_port (void)
-{
-    int fd = socket (AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
-    ck_assert_int_eq (bind (fd, (struct sockaddr *) &addr, sizeof addr), 0);
-    socklen_t len = sizeof addr;
-    getsockname (fd, (struct sockaddr *) &addr, &len);
-    close (fd);
-    return ntohs (addr.sin_port);
-}
-
-static pid_t
-s_spawn (char *const argv[])
-{
-    pid_t pid;
-    int rc = posix_spawn (&pid, argv [0], NULL, NULL, argv, environ);
-    ck_assert_msg (rc == 0, "cannot start %s: %s", argv [0], strerror (rc));
-    return pid;
-}
 
 static void
 s_setup (void)
 {
     ck_assert_ptr_nonnull (mkdtemp (s_cache_dir));
-    snprintf (s_client_ep, sizeof s_client_ep, "tcp://127.0.0.1:%d", s_free_port ());
-    snprintf (s_worker_ep, sizeof s_worker_ep, "tcp://127.0.0.1:%d", s_free_port ());
+    snprintf (s_client_ep, sizeof s_client_ep, "tcp://127.0.0.1:%d", testutil_free_port ());
+    snprintf (s_worker_ep, sizeof s_worker_ep, "tcp://127.0.0.1:%d", testutil_free_port ());
     char broker [512], worker [512], cache [256];
     snprintf (broker, sizeof broker, "%s/broker/kgym-broker", KGYM_BUILD_DIR);
     snprintf (worker, sizeof worker, "%s/worker/kgym-worker", KGYM_BUILD_DIR);
     snprintf (cache, sizeof cache, "%s/modules.sqlite", s_cache_dir);
     char *bargv[] = { broker, "--clients", s_client_ep, "--workers", s_worker_ep,
                       "--heartbeat", "300", NULL };
-    s_pids [0] = s_spawn (bargv);
+    s_pids [0] = testutil_spawn (bargv);
     for (int i = 1; i <= 2; i++) {
         char name [32];
         snprintf (name, sizeof name, "e2e-worker%d", i);
         char *wargv[] = { worker, "--broker", s_worker_ep, "--backend", "cpu", "--cache", cache,
                           "--name", name, "--heartbeat", "300", NULL };
-        s_pids [i] = s_spawn (wargv);
+        s_pids [i] = testutil_spawn (wargv);
     }
 }
 

@@ -73,13 +73,7 @@ s_now_ms (void)
 static int
 s_free_port (void)
 {
-    int fd = socket (AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
-    ck_assert_int_eq (bind (fd, (struct sockaddr *) &addr, sizeof addr), 0);
-    socklen_t len = sizeof addr;
-    getsockname (fd, (struct sockaddr *) &addr, &len);
-    close (fd);
-    return ntohs (addr.sin_port);
+    return testutil_free_port ();
 }
 
 //  --------------------------------------------------------------------------
