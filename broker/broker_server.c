@@ -32,6 +32,7 @@
 #include "proto_curve.h"
 #include "common_log.h"
 #include "common_notify.h"
+#include "common_util.h"
 #include <time.h>
 #include <math.h>
 #include <errno.h>
@@ -1646,10 +1647,16 @@ s_client_cancel (s_broker_t *self, proto_msg_t *msg)
 #define S_LIMIT_DEFAULT 100
 #define S_LIMIT_MAX 10000
 
+//  A header string as JSON: peers' header strings need not be UTF-8, and
+//  jansson takes nothing else (one bad name must not sink a whole answer).
 static json_t *
 s_str_or_null (const char *value)
 {
-    return value? json_string (value): json_null ();
+    if (!value)
+        return json_null ();
+    char text [PROTO_MAX_STR];
+    common_utf8_copy (text, sizeof text, value);
+    return json_string (text);
 }
 
 static json_t *
@@ -1812,9 +1819,10 @@ s_answer_workers (s_broker_t *self)
         for (s_job_t *job = worker->jobs.head; job; job = job->next)
             json_array_append_new (jobs, json_integer ((json_int_t) job->id));
         const char *state = s_kind_names [s_worker_kind (worker)];
-        json_array_append_new (list, json_pack ("{s:s, s:s, s:s, s:s, s:s, s:I, s:o, s:I, s:I, s:I, s:f, s:f}",
-            "name", worker->name, "host", worker->host, "backend", worker->backend->name,
-            "device", worker->device, "state", state, "capacity", (json_int_t) worker->capacity,
+        json_array_append_new (list, json_pack ("{s:o, s:o, s:o, s:o, s:s, s:I, s:o, s:I, s:I, s:I, s:f, s:f}",
+            "name", s_str_or_null (worker->name), "host", s_str_or_null (worker->host),
+            "backend", s_str_or_null (worker->backend->name),
+            "device", s_str_or_null (worker->device), "state", state, "capacity", (json_int_t) worker->capacity,
             "jobs", jobs, "done", (json_int_t) worker->done, "faults", (json_int_t) worker->faults,
             "pid", (json_int_t) worker->pid, "since_s", (double) (now - worker->since_us) / 1e6,
             "heard_s", (double) (now - worker->heard_us) / 1e6));
@@ -1829,8 +1837,11 @@ s_answer_stats (s_broker_t *self)
     json_t *queued = json_object ();
     size_t kinds [S_KINDS] = { 0 };
     for (s_backend_t *backend = (s_backend_t *) zhashx_first (self->backends); backend;
-         backend = (s_backend_t *) zhashx_next (self->backends))
-        json_object_set_new (queued, backend->name, json_integer ((json_int_t) backend->queue.size));
+         backend = (s_backend_t *) zhashx_next (self->backends)) {
+        char name [PROTO_MAX_STR];
+        common_utf8_copy (name, sizeof name, backend->name);
+        json_object_set_new (queued, name, json_integer ((json_int_t) backend->queue.size));
+    }
     for (s_worker_t *worker = (s_worker_t *) zhashx_first (self->worker_table); worker;
          worker = (s_worker_t *) zhashx_next (self->worker_table))
         kinds [s_worker_kind (worker)]++;

@@ -1277,6 +1277,19 @@ START_TEST (test_cancel_queries_groups_and_task_statistics)
     ck_assert_int_eq (s_path_int (w, "done", NULL), 4);
     json_decref (answer);
 
+    //  Header strings that are not UTF-8 (a tag, a group) still answer.
+    uint64_t odd = s_submit_job (client, 9, s_job_frame ("gelu", "u", 1, NULL), "t\xff", "g\xfe", 0, "");
+    answer = s_query (client, json_pack ("{s:s, s:I}", "what", "job", "job", (json_int_t) odd), 0);
+    ck_assert_str_eq (json_string_value (json_object_get (json_object_get (answer, "job"), "tag")), "t?");
+    ck_assert_str_eq (json_string_value (json_object_get (json_object_get (answer, "job"), "group")), "g?");
+    json_decref (answer);
+    msg = s_expect (worker, PROTO_JOB);
+    s_send_graded (worker, msg, "ok", 1.0, 1.0);
+    proto_msg_destroy (&msg);
+    json_decref (s_next_result (client, &ref, NULL));
+    msg = s_expect (client, PROTO_SUMMARY);             //  its group ends with it
+    proto_msg_destroy (&msg);
+
     //  Bad queries get a reason, and the broker serves on.
     s_query_raw (client, 77, "\xc0", 1, PROTO_ERR_MALFORMED);
     s_query_raw (client, 77, "\x81\xa4what", 6, PROTO_ERR_MALFORMED);
