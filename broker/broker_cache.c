@@ -502,8 +502,10 @@ broker_cache_stats_json (broker_cache_t *self)
 //  Results
 
 zframe_t *
-broker_cache_mark (const void *result, size_t size, bool coalesced, json_t *tag)
+broker_cache_mark (const void *result, size_t size, bool coalesced, json_t *tag, json_t **map)
 {
+    if (map)
+        *map = NULL;
     char err [128];
     json_t *body = proto_mpk_decode (result, size, NULL, err, sizeof err);
     if (!json_is_object (body)) {
@@ -519,7 +521,10 @@ broker_cache_mark (const void *result, size_t size, bool coalesced, json_t *tag)
     &&  proto_mpk_encode (body, &data, &data_size) == 0)
         frame = zframe_new (data, data_size);
     free (data);
-    json_decref (body);
+    if (frame && map)
+        *map = body;
+    else
+        json_decref (body);
     return frame;
 }
 

@@ -118,8 +118,10 @@ json_t *broker_cache_stats_json (broker_cache_t *self);
 //  string or null, borrowed) its "tag" set to that, since the kept body
 //  echoes the first job's tag, not this one's; every other key kept. A new
 //  frame, or NULL when the body is not a msgpack map (the caller then sends
-//  it unmarked) or memory runs out.
-zframe_t *broker_cache_mark (const void *result, size_t size, bool coalesced, json_t *tag);
+//  it unmarked) or memory runs out. With map, the marked map too (a new
+//  reference), so a caller that reads it does not decode it again.
+zframe_t *broker_cache_mark (const void *result, size_t size, bool coalesced, json_t *tag,
+                             json_t **map);
 
 //  Whether a result with this status may be cached: every status of
 //  docs/results.md except "internal_error" (an infrastructure fault must be

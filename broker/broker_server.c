@@ -713,29 +713,43 @@ s_unlead (s_broker_t *self, s_job_t *job)
     }
 }
 
-//  Status, reward and speedup of a result body ("" and NAN when unreadable).
+//  What the broker reads of a result: read once per evaluation, handed to
+//  every job that takes that result.
+typedef struct {
+    char status [16];           //  a docs/results.md status, "unknown", or "" when unreadable
+    double reward, speedup;     //  NAN: null
+} s_verdict_t;
+
 static void
-s_result_read (zframe_t *result, char status [16], double *reward, double *speedup)
+s_verdict_of (json_t *doc, s_verdict_t *verdict)
 {
-    status [0] = 0;
-    *reward = *speedup = NAN;
+    verdict->status [0] = 0;
+    verdict->reward = verdict->speedup = NAN;
+    const char *value = json_string_value (json_object_get (doc, "status"));
+    if (value)
+        snprintf (verdict->status, sizeof verdict->status, "%s", s_status_label (value));
+    json_t *number = json_object_get (doc, "reward");
+    if (json_is_number (number))
+        verdict->reward = json_number_value (number);
+    number = json_object_get (doc, "speedup");
+    if (json_is_number (number))
+        verdict->speedup = json_number_value (number);
+}
+
+//  The verdict of a result body; status: the RESULT header's, which wins
+//  when said ("" or NULL: the body's).
+static void
+s_verdict_read (zframe_t *result, const char *status, s_verdict_t *verdict)
+{
     proto_mpk_limits_t limits;
     proto_mpk_limits_default (&limits);
     char err [128];
     json_t *doc = proto_mpk_decode (zframe_data (result), zframe_size (result), &limits, err,
                                     sizeof err);
-    if (!doc)
-        return;
-    const char *value = json_string_value (json_object_get (doc, "status"));
-    if (value)
-        snprintf (status, 16, "%s", s_status_label (value));
-    json_t *number = json_object_get (doc, "reward");
-    if (json_is_number (number))
-        *reward = json_number_value (number);
-    number = json_object_get (doc, "speedup");
-    if (json_is_number (number))
-        *speedup = json_number_value (number);
+    s_verdict_of (doc, verdict);
     json_decref (doc);
+    if (status && *status)
+        snprintf (verdict->status, sizeof verdict->status, "%s", s_status_label (status));
 }
 
 //  A job of a group ended: when that ends the group, its SUMMARY waits for
@@ -867,14 +881,14 @@ s_resend_result (s_broker_t *self, s_job_t *job, zframe_t *to)
     return rc;
 }
 
-//  The job is finished with this result (taken): keep it, tell the client
-//  (unless send is false: a resend after the batch commits does, or it was
-//  cancelled), then its followers. status: the RESULT header's ("" = not
-//  said: read from the body). device: the grader's, when a worker graded
-//  it, so the result may be cached; NULL for results the broker made.
+//  The job is finished with this result (taken) and its verdict: keep it,
+//  tell the client (unless send is false: a resend after the batch commits
+//  does, or it was cancelled), then its followers. device: the grader's,
+//  when a worker graded it, so the result may be cached; NULL for results
+//  the broker made.
 static void
 s_job_finish (s_broker_t *self, s_job_t *job, zframe_t **result_p, const char *graded_by,
-              const char *status, const char *device, bool send)
+              const s_verdict_t *verdict, const char *device, bool send)
 {
     zframe_t *result = *result_p;
     *result_p = NULL;
@@ -882,10 +896,9 @@ s_job_finish (s_broker_t *self, s_job_t *job, zframe_t **result_p, const char *g
     job->worker = NULL;
     job->client->unfinished--;
     job->finished_us = s_wall_us ();
-    char read_status [16];
-    s_result_read (result, read_status, &job->reward, &job->speedup);
-    snprintf (job->status, sizeof job->status, "%s",
-              status && *status? s_status_label (status): read_status);
+    snprintf (job->status, sizeof job->status, "%s", verdict->status);
+    job->reward = verdict->reward;
+    job->speedup = verdict->speedup;
     common_metric_inc (self->m.jobs_completed, job->status [0]? job->status: "unknown");
     self->stats.statuses [s_status_index (job->status)]++;
     s_rate_count (self);
@@ -922,12 +935,13 @@ s_job_finish (s_broker_t *self, s_job_t *job, zframe_t **result_p, const char *g
         follower->cached = true;
         self->following--;
         json_t *tag = follower->body_tag? json_string (follower->body_tag): json_null ();
-        zframe_t *copy = broker_cache_mark (zframe_data (result), zframe_size (result), true, tag);
+        zframe_t *copy = broker_cache_mark (zframe_data (result), zframe_size (result), true, tag,
+                                            NULL);
         json_decref (tag);
         if (!copy)
             copy = zframe_dup (result);
         if (copy)
-            s_job_finish (self, follower, &copy, graded_by, job->status, NULL, true);
+            s_job_finish (self, follower, &copy, graded_by, verdict, NULL, true);
         zframe_destroy (&copy);
     }
     if (self->store)
@@ -1019,7 +1033,8 @@ s_job_fail (s_broker_t *self, s_job_t *job)
         result = zframe_new ("\x80", 1);        //  out of memory: an empty map still answers
     self->stats.failed++;
     log_warn ("broker", "job %" PRIu64 " (ref %" PRIu64 ") failed: %s", job->id, job->ref, message);
-    s_job_finish (self, job, &result, BROKER_NAME, "internal_error", NULL, true);
+    s_verdict_t verdict = { "internal_error", NAN, NAN };
+    s_job_finish (self, job, &result, BROKER_NAME, &verdict, NULL, true);
     zframe_destroy (&result);
 }
 
@@ -1240,7 +1255,9 @@ s_worker_result (s_broker_t *self, s_worker_t *worker, proto_msg_t *msg)
     s_list_remove (&worker->jobs, job);
     self->inflight--;
     zframe_t *body = proto_msg_get_body (msg);
-    s_job_finish (self, job, &body, worker->name, msg->status, worker->model, true);
+    s_verdict_t verdict;
+    s_verdict_read (body, msg->status, &verdict);
+    s_job_finish (self, job, &body, worker->name, &verdict, worker->model, true);
     worker->done++;
     if (streq (job->status, "runtime_error") || streq (job->status, "timeout"))
         worker->faults++;
@@ -1504,13 +1521,20 @@ s_client_submit (s_broker_t *self, proto_msg_t *msg)
         common_metric_inc (self->m.cache_hits);
         job->cached = true;
         json_t *tag = job->body_tag? json_string (job->body_tag): json_null ();
-        zframe_t *marked = broker_cache_mark (zframe_data (hit), zframe_size (hit), false, tag);
+        json_t *map = NULL;
+        zframe_t *marked = broker_cache_mark (zframe_data (hit), zframe_size (hit), false, tag, &map);
         json_decref (tag);
-        if (marked)
+        s_verdict_t verdict;
+        if (marked) {
+            s_verdict_of (map, &verdict);
             zframe_destroy (&hit);
-        else
+        }
+        else {
+            s_verdict_read (hit, NULL, &verdict);
             marked = hit;
-        s_job_finish (self, job, &marked, BROKER_CACHE_NAME, NULL, NULL, false);
+        }
+        json_decref (map);
+        s_job_finish (self, job, &marked, BROKER_CACHE_NAME, &verdict, NULL, false);
         s_defer (self, job, true, true);
     }
     else
@@ -1733,6 +1757,7 @@ s_answer_jobs (s_broker_t *self, json_t *query, char *why, size_t whylen)
 {
     const char *fields [] = { "tag", "group", "trajectory" };
     const char *field = NULL, *value = NULL;
+    int which = 0;
     for (int i = 0; i < 3; i++)
         if (json_object_get (query, fields [i])) {
             if (field) {
@@ -1740,6 +1765,7 @@ s_answer_jobs (s_broker_t *self, json_t *query, char *why, size_t whylen)
                 return NULL;
             }
             field = fields [i];
+            which = i;
             value = json_string_value (json_object_get (query, field));
         }
     long limit = s_query_limit (query);
@@ -1753,8 +1779,7 @@ s_answer_jobs (s_broker_t *self, json_t *query, char *why, size_t whylen)
     s_job_t **found = (s_job_t **) malloc (cap * sizeof (s_job_t *));
     for (s_job_t *job = (s_job_t *) zhashx_first (self->jobs); job && found;
          job = (s_job_t *) zhashx_next (self->jobs)) {
-        const char *have = field [0] == 't' && field [1] == 'a'? job->tag:
-                           field [0] == 'g'? job->group: job->trajectory;
+        const char *have = which == 0? job->tag: which == 1? job->group: job->trajectory;
         if (!have || !streq (have, value))
             continue;
         if (n == cap) {

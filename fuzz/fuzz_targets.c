@@ -521,7 +521,7 @@ fuzz_one_cache_key (const uint8_t *data, size_t size)
     }
     //  The same bytes as a result to mark: a map keeps every key.
     json_t *tag = json_string ("mine");
-    zframe_t *marked = broker_cache_mark (data, size, size & 1, tag);
+    zframe_t *marked = broker_cache_mark (data, size, size & 1, tag, NULL);
     json_decref (tag);
     FUZZ_CHECK (!marked || json_is_object (job));
     if (marked) {

@@ -536,7 +536,7 @@ START_TEST (test_mark_adds_cached_and_coalesced)
     json_t *original = proto_mpk_decode (body, size, NULL, err, sizeof err);
     ck_assert_ptr_nonnull (original);
 
-    zframe_t *frame = broker_cache_mark (body, size, false, NULL);
+    zframe_t *frame = broker_cache_mark (body, size, false, NULL, NULL);
     ck_assert_ptr_nonnull (frame);
     json_t *marked = s_decode_frame (frame);
     ck_assert (json_is_true (json_object_get (marked, "cached")));
@@ -546,7 +546,7 @@ START_TEST (test_mark_adds_cached_and_coalesced)
     json_decref (marked);
     zframe_destroy (&frame);
 
-    frame = broker_cache_mark (body, size, true, NULL);
+    frame = broker_cache_mark (body, size, true, NULL, NULL);
     ck_assert_ptr_nonnull (frame);
     marked = s_decode_frame (frame);
     ck_assert (json_is_true (json_object_get (marked, "cached")));
@@ -560,13 +560,13 @@ START_TEST (test_mark_adds_cached_and_coalesced)
     zframe_destroy (&frame);
     //  The job's own tag replaces the first job's; null when it has none.
     json_t *tag = json_string ("mine");
-    frame = broker_cache_mark (body, size, false, tag);
+    frame = broker_cache_mark (body, size, false, tag, NULL);
     marked = s_decode_frame (frame);
     ck_assert_str_eq (json_string_value (json_object_get (marked, "tag")), "mine");
     json_decref (marked);
     zframe_destroy (&frame);
     json_decref (tag);
-    frame = broker_cache_mark (body, size, false, json_null ());
+    frame = broker_cache_mark (body, size, false, json_null (), NULL);
     marked = s_decode_frame (frame);
     ck_assert (json_is_null (json_object_get (marked, "tag")));
     json_decref (marked);
@@ -576,14 +576,14 @@ START_TEST (test_mark_adds_cached_and_coalesced)
 
     //  Not a map: an array, a string, garbage, nothing.
     body = s_mpk ("[\"status\", \"ok\"]", &size);
-    ck_assert_ptr_null (broker_cache_mark (body, size, false, NULL));
+    ck_assert_ptr_null (broker_cache_mark (body, size, false, NULL, NULL));
     free (body);
     body = s_mpk ("\"ok\"", &size);
-    ck_assert_ptr_null (broker_cache_mark (body, size, true, NULL));
+    ck_assert_ptr_null (broker_cache_mark (body, size, true, NULL, NULL));
     free (body);
-    ck_assert_ptr_null (broker_cache_mark ("\xc1\xff\x00", 3, false, NULL));
-    ck_assert_ptr_null (broker_cache_mark ("{\"status\": \"ok\"}", 16, false, NULL));
-    ck_assert_ptr_null (broker_cache_mark ("", 0, false, NULL));
+    ck_assert_ptr_null (broker_cache_mark ("\xc1\xff\x00", 3, false, NULL, NULL));
+    ck_assert_ptr_null (broker_cache_mark ("{\"status\": \"ok\"}", 16, false, NULL, NULL));
+    ck_assert_ptr_null (broker_cache_mark ("", 0, false, NULL, NULL));
 }
 END_TEST
 
