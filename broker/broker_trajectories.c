@@ -1,60 +1,34 @@
 /*  broker_trajectories - per-trajectory state kept for multi-turn tools.
 
-    A zhashx of id -> entry and an intrusive LRU list through the entries,
-    so get, put, close and eviction are O(1). See the header.
+    A zhashx of id -> entry and a zlistx LRU of the entries (each keeps its
+    handle), so get, put, close and eviction are O(1). See the header.
 */
 #include "broker_trajectories.h"
 #include <czmq.h>
 #include <string.h>
 
-typedef struct _s_entry_t s_entry_t;
-struct _s_entry_t {
+typedef struct {
     char *id;                   //  the key (owned; the table borrows it)
     json_t *state;              //  the client's value (a reference held)
     size_t bytes;               //  what it counts against max_bytes
     uint64_t version;           //  puts so far
-    s_entry_t *prev, *next;     //  LRU: head is the least recently used
-};
+    void *handle;               //  its place in the LRU list
+} s_entry_t;
 
 struct broker_trajectories_t {
     zhashx_t *table;            //  id -> entry
-    s_entry_t *head, *tail;     //  LRU order
+    zlistx_t *lru;              //  entries, least recently used first (owns nothing)
     size_t max_entries, max_bytes;
     size_t bytes;               //  held
     uint64_t evicted;           //  entries dropped for room
 };
 
-static void
-s_unlink (broker_trajectories_t *self, s_entry_t *entry)
-{
-    if (entry->prev)
-        entry->prev->next = entry->next;
-    else
-        self->head = entry->next;
-    if (entry->next)
-        entry->next->prev = entry->prev;
-    else
-        self->tail = entry->prev;
-    entry->prev = entry->next = NULL;
-}
-
-static void
-s_push (broker_trajectories_t *self, s_entry_t *entry)
-{
-    entry->prev = self->tail;
-    entry->next = NULL;
-    if (self->tail)
-        self->tail->next = entry;
-    else
-        self->head = entry;
-    self->tail = entry;
-}
-
 //  Out of the table and the list; the caller frees it.
 static void
 s_remove (broker_trajectories_t *self, s_entry_t *entry)
 {
-    s_unlink (self, entry);
+    zlistx_delete (self->lru, entry->handle);
+    entry->handle = NULL;
     zhashx_delete (self->table, entry->id);
     self->bytes -= entry->bytes;
 }
@@ -78,7 +52,10 @@ broker_trajectories_new (size_t max_entries, size_t max_bytes)
     if (!self)
         return NULL;
     self->table = zhashx_new ();
-    if (!self->table) {
+    self->lru = zlistx_new ();
+    if (!self->table || !self->lru) {
+        zhashx_destroy (&self->table);
+        zlistx_destroy (&self->lru);
         free (self);
         return NULL;
     }
@@ -97,12 +74,13 @@ broker_trajectories_destroy (broker_trajectories_t **self_p)
     broker_trajectories_t *self = *self_p;
     if (!self)
         return;
-    while (self->head) {
-        s_entry_t *entry = self->head;
+    s_entry_t *entry;
+    while ((entry = (s_entry_t *) zlistx_first (self->lru))) {
         s_remove (self, entry);
         s_free (&entry);
     }
     zhashx_destroy (&self->table);
+    zlistx_destroy (&self->lru);
     free (self);
     *self_p = NULL;
 }
@@ -114,8 +92,7 @@ broker_trajectories_get (broker_trajectories_t *self, const char *id, uint64_t *
     *version = entry? entry->version: 0;
     if (!entry)
         return NULL;
-    s_unlink (self, entry);
-    s_push (self, entry);
+    zlistx_move_end (self->lru, entry->handle);
     return entry->state;
 }
 
@@ -144,9 +121,10 @@ broker_trajectories_put (broker_trajectories_t *self, const char *id, json_t *st
             return -1;
         }
     }
-    while (self->head && (zhashx_size (self->table) + 1 > self->max_entries
-                      ||  (self->max_bytes && self->bytes + bytes > self->max_bytes))) {
-        s_entry_t *oldest = self->head;
+    s_entry_t *oldest;
+    while ((oldest = (s_entry_t *) zlistx_first (self->lru))
+       &&  (zhashx_size (self->table) + 1 > self->max_entries
+       ||   (self->max_bytes && self->bytes + bytes > self->max_bytes))) {
         s_remove (self, oldest);
         s_free (&oldest);
         self->evicted++;
@@ -154,8 +132,14 @@ broker_trajectories_put (broker_trajectories_t *self, const char *id, json_t *st
     entry->state = json_incref (state);
     entry->bytes = bytes;
     entry->version = current + 1;
+    entry->handle = zlistx_add_end (self->lru, entry);
+    if (!entry->handle) {
+        json_decref (entry->state);
+        free (entry->id);
+        free (entry);
+        return -1;
+    }
     zhashx_insert (self->table, entry->id, entry);
-    s_push (self, entry);
     self->bytes += bytes;
     *version = entry->version;
     return 0;
