@@ -238,6 +238,20 @@ s_request_take (client_kgym_t *self, uint64_t ref)
     return true;
 }
 
+//  Send self->msg, the request ref waits for its reply; forgotten again
+//  when it cannot go. 0 or -1 with a reason.
+static int
+s_send_request (client_kgym_t *self, uint64_t ref, char *err, size_t errlen)
+{
+    if (proto_msg_send (self->msg, self->sock)) {
+        snprintf (err, errlen, "cannot send: %s", zmq_strerror (errno));
+        s_request_take (self, ref);
+        return -1;
+    }
+    self->last_sent_ms = s_now_ms ();
+    return 0;
+}
+
 static void
 s_deferred_purge (client_kgym_t *self)
 {
@@ -630,13 +644,7 @@ client_kgym_fetch (client_kgym_t *self, uint64_t ref, uint64_t job, const char *
     self->msg->job = job;
     proto_msg_set_str (self->msg->tag, tag);
     proto_msg_set_str (self->msg->client, self->client_id);
-    if (proto_msg_send (self->msg, self->sock)) {
-        snprintf (err, errlen, "cannot send: %s", zmq_strerror (errno));
-        s_request_take (self, ref);
-        return -1;
-    }
-    self->last_sent_ms = s_now_ms ();
-    return 0;
+    return s_send_request (self, ref, err, errlen);
 }
 
 int
@@ -651,13 +659,7 @@ client_kgym_drain (client_kgym_t *self, uint64_t ref, const char *worker, char *
     proto_msg_reset (self->msg, PROTO_DRAIN);
     self->msg->ref = ref;
     proto_msg_set_str (self->msg->name, worker);
-    if (proto_msg_send (self->msg, self->sock)) {
-        snprintf (err, errlen, "cannot send: %s", zmq_strerror (errno));
-        s_request_take (self, ref);
-        return -1;
-    }
-    self->last_sent_ms = s_now_ms ();
-    return 0;
+    return s_send_request (self, ref, err, errlen);
 }
 
 int
@@ -678,12 +680,8 @@ client_kgym_cancel (client_kgym_t *self, uint64_t ref, uint64_t job, char *err, 
     self->msg->ref = ref;
     self->msg->job = job;
     proto_msg_set_str (self->msg->client, self->client_id);
-    if (proto_msg_send (self->msg, self->sock)) {
-        snprintf (err, errlen, "cannot send: %s", zmq_strerror (errno));
-        s_request_take (self, ref);
+    if (s_send_request (self, ref, err, errlen))
         return -1;
-    }
-    self->last_sent_ms = s_now_ms ();
     //  Given up: not sent again on a reconnect. A result already on its way
     //  is still handed out (results need no pending entry).
     for (s_pending_t *entry = (s_pending_t *) zhashx_first (self->pending); entry;
