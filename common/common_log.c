@@ -8,6 +8,7 @@
     message in the length-prefixed binary form when it holds a newline.
 */
 #include "common_log.h"
+#include "common_util.h"
 #include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -139,25 +140,6 @@ s_puts (s_line_t *line, const char *text)
     s_put (line, text, strlen (text));
 }
 
-//  Length of the valid UTF-8 sequence at p (1-4), 0 when not valid.
-static size_t
-s_utf8_len (const unsigned char *p, size_t left)
-{
-    if (p [0] < 0x80)
-        return 1;
-    size_t len = p [0] >= 0xF0 && p [0] <= 0xF4? 4: p [0] >= 0xE0? 3: p [0] >= 0xC2 && p [0] < 0xE0? 2: 0;
-    if (len == 0 || p [0] > 0xF4 || len > left)
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((p [i] & 0xC0) != 0x80)
-            return 0;
-    //  Overlong three- and four-byte forms, surrogates, beyond U+10FFFF.
-    if ((p [0] == 0xE0 && p [1] < 0xA0) || (p [0] == 0xED && p [1] >= 0xA0)
-    ||  (p [0] == 0xF0 && p [1] < 0x90) || (p [0] == 0xF4 && p [1] >= 0x90))
-        return 0;
-    return len;
-}
-
 //  A JSON string body (no quotes): escapes, and U+FFFD for bytes that are
 //  not UTF-8. Never cuts an escape or a character in two.
 static void
@@ -187,7 +169,7 @@ s_put_json (s_line_t *line, const char *text)
         if (*p < 0x20 || *p == 0x7F)
             outlen = (size_t) snprintf (escape, sizeof escape, "\\u%04x", *p);
         else {
-            used = s_utf8_len (p, left);
+            used = common_utf8_len (p, left);
             if (used) {
                 out = (const char *) p;
                 outlen = used;

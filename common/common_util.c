@@ -33,27 +33,24 @@ common_now_ns (void)
     return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
 }
 
-//  Length of the valid UTF-8 sequence (RFC 3629, as jansson checks it) at
-//  s, or 0 when s does not start one.
-static size_t
-s_utf8_len (const unsigned char *s)
+size_t
+common_utf8_len (const unsigned char *p, size_t left)
 {
-    unsigned char c = s [0];
-    if (c < 0x80)
+    if (left == 0)
+        return 0;
+    if (p [0] < 0x80)
         return 1;
-    if (c < 0xC2 || c > 0xF4)
+    size_t len = p [0] >= 0xF0 && p [0] <= 0xF4? 4: p [0] >= 0xE0? 3: p [0] >= 0xC2 && p [0] < 0xE0? 2: 0;
+    if (len == 0 || p [0] > 0xF4 || len > left)
         return 0;
-    size_t more = c < 0xE0? 1: c < 0xF0? 2: 3;
-    uint32_t code = c & (more == 1? 0x1F: more == 2? 0x0F: 0x07);
-    for (size_t i = 1; i <= more; i++) {
-        if ((s [i] & 0xC0) != 0x80)     //  also stops at the terminating NUL
+    for (size_t i = 1; i < len; i++)
+        if ((p [i] & 0xC0) != 0x80)
             return 0;
-        code = (code << 6) | (s [i] & 0x3F);
-    }
-    if ((more == 2 && code < 0x800) || (more == 3 && code < 0x10000)
-    ||  (code >= 0xD800 && code <= 0xDFFF) || code > 0x10FFFF)
+    //  Overlong three- and four-byte forms, surrogates, beyond U+10FFFF.
+    if ((p [0] == 0xE0 && p [1] < 0xA0) || (p [0] == 0xED && p [1] >= 0xA0)
+    ||  (p [0] == 0xF0 && p [1] < 0x90) || (p [0] == 0xF4 && p [1] >= 0x90))
         return 0;
-    return more + 1;
+    return len;
 }
 
 void
@@ -62,19 +59,21 @@ common_utf8_copy (char *out, size_t size, const char *text)
     if (size == 0)
         return;
     const unsigned char *in = (const unsigned char *) text;
-    size_t used = 0;
-    while (*in) {
-        size_t len = s_utf8_len (in);
+    size_t used = 0, left = strlen (text);
+    while (left) {
+        size_t len = common_utf8_len (in, left);
         if (used + (len? len: 1) > size - 1)
             break;
         if (len) {
             memcpy (out + used, in, len);
             used += len;
             in += len;
+            left -= len;
         }
         else {
             out [used++] = '?';
             in++;
+            left--;
         }
     }
     out [used] = 0;

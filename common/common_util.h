@@ -17,6 +17,10 @@ double common_now_s (void);
 //  character boundary, each byte that starts no valid sequence as '?': a
 //  string jansson always takes, from a peer's arbitrary bytes.
 void common_utf8_copy (char *out, size_t size, const char *text);
+
+//  Length of the valid UTF-8 sequence (RFC 3629, as jansson checks it) at p
+//  within left bytes: 1 to 4, or 0 when none starts there.
+size_t common_utf8_len (const unsigned char *p, size_t left);
 uint64_t common_now_ns (void);
 
 #endif
