@@ -8,6 +8,7 @@
     gives _count, so _count always equals the +Inf bucket) and its sum.
 */
 #include "common_metrics.h"
+#include "common_util.h"
 #include "common_log.h"
 #include <dirent.h>
 #include <math.h>
@@ -583,11 +584,16 @@ s_put_help (s_buf_t *buf, const char *text)
     }
 }
 
-//  A label value: backslash, double quote and newline escaped.
+//  A label value: backslash, double quote and newline escaped, and bytes
+//  that are not UTF-8 as U+FFFD: values come from peers (a backend name in
+//  a SUBMIT header), and one bad byte would make Prometheus refuse the page.
 static void
 s_put_label_value (s_buf_t *buf, const char *text)
 {
-    for (const char *p = text; *p; p++) {
+    const unsigned char *p = (const unsigned char *) text;
+    size_t left = strlen (text);
+    while (left) {
+        size_t used = 1;
         if (*p == '\\')
             s_puts (buf, "\\\\");
         else
@@ -597,7 +603,14 @@ s_put_label_value (s_buf_t *buf, const char *text)
         if (*p == '\n')
             s_puts (buf, "\\n");
         else
-            s_append (buf, p, 1);
+        if ((used = common_utf8_len (p, left)))
+            s_append (buf, (const char *) p, used);
+        else {
+            s_puts (buf, "\xef\xbf\xbd");
+            used = 1;
+        }
+        p += used;
+        left -= used;
     }
 }
 

@@ -203,6 +203,16 @@ START_TEST (test_labels)
     char *text = common_metrics_get_text (m);
     ck_assert_ptr_null (strstr (text, "one-more"));
     free (text);
+    //  A peer's label value that is not UTF-8 (a backend name in a SUBMIT)
+    //  is written with U+FFFD, so the page stays one Prometheus takes.
+    common_metric_t *peer = common_metrics_counter (m, "kgym_peer_total", "Peer.", "backend");
+    common_metric_inc (peer, "cu\xff" "da\xc3");
+    common_metric_inc (peer, "caf\xc3\xa9");
+    text = common_metrics_get_text (m);
+    ck_assert_msg (strstr (text, "kgym_peer_total{backend=\"cu\xef\xbf\xbd" "da\xef\xbf\xbd\"} 1") != NULL,
+                   "%s", text);
+    ck_assert_ptr_nonnull (strstr (text, "kgym_peer_total{backend=\"caf\xc3\xa9\"} 1"));
+    free (text);
     common_metrics_destroy (&m);
 }
 END_TEST
