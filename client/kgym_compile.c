@@ -2,17 +2,17 @@
 
     A thin front: parse options, load the task, then per candidate parse,
     check against the task and compile through the backend's compiler
-    class (worker_nvrtc or worker_cc), printing one JSON line each.
+    class (cuda_nvrtc or cpu_cc), printing one JSON line each.
 */
 #include "kgym_compile.h"
 #include "kgym_config.h"
 #include "common_task.h"
 #include "worker_cache.h"
-#include "worker_cc.h"
-#include "worker_sandbox.h"
+#include "cpu_cc.h"
+#include "sandbox.h"
 #if KGYM_HAVE_CUDA
-#include "worker_cuda.h"
-#include "worker_nvrtc.h"
+#include "cuda_backend.h"
+#include "cuda_nvrtc.h"
 #endif
 #include <jansson.h>
 #include <stdbool.h>
@@ -52,15 +52,15 @@ s_compile_cuda (worker_cache_t *cache, const char *path, const common_program_t 
                 const char *arch, double timeout_s)
 {
 #if KGYM_HAVE_CUDA
-    worker_nvrtc_result_t res;
+    cuda_nvrtc_result_t res;
     char err [512] = "";
-    int rc = worker_nvrtc_compile (cache, prog->lang, "candidate.cu", prog->source, prog->options,
+    int rc = cuda_nvrtc_compile (cache, prog->lang, "candidate.cu", prog->source, prog->options,
                                    prog->noptions, arch, timeout_s, &res, err, sizeof err);
     const char *status = rc == NVRTC_OK? "ok": rc == NVRTC_COMPILE_ERROR || rc == NVRTC_TIMEOUT
                        ? "compile_error": rc == NVRTC_INVALID? "invalid": "internal_error";
     const char *log = rc == NVRTC_OK || rc == NVRTC_COMPILE_ERROR? res.log: err;
     s_print (path, status, log, res.key, res.cache_hit, res.seconds, arch);
-    worker_nvrtc_result_free (&res);
+    cuda_nvrtc_result_free (&res);
     return rc == NVRTC_OK;
 #else
     (void) cache; (void) prog; (void) timeout_s;
@@ -73,15 +73,15 @@ static bool
 s_compile_cpu (worker_cache_t *cache, const char *path, const common_program_t *prog, double timeout_s)
 {
     char err [512] = "";
-    if (worker_cc_check_options (prog->options, prog->noptions, err, sizeof err)) {
+    if (cpu_cc_check_options (prog->options, prog->noptions, err, sizeof err)) {
         s_print (path, "invalid", err, "", false, 0, NULL);
         return false;
     }
-    worker_sandbox_config_t sandbox;
-    worker_sandbox_config_default (&sandbox);
-    worker_cc_result_t res;
+    sandbox_config_t sandbox;
+    sandbox_config_default (&sandbox);
+    cpu_cc_result_t res;
     memset (&res, 0, sizeof res);
-    int rc = worker_cc_compile (cache, &sandbox, prog->source, prog->options, prog->noptions,
+    int rc = cpu_cc_compile (cache, &sandbox, prog->source, prog->options, prog->noptions,
                                 timeout_s, &res, err, sizeof err);
     const char *status = rc == 0? "ok": rc == 1 || rc == 2? "compile_error": "internal_error";
     char timeout_log [64];
@@ -91,7 +91,7 @@ s_compile_cpu (worker_cache_t *cache, const char *path, const common_program_t *
         log = timeout_log;
     }
     s_print (path, status, log, res.key, res.cache_hit, res.seconds, NULL);
-    worker_cc_result_free (&res);
+    cpu_cc_result_free (&res);
     return rc == 0;
 }
 
@@ -145,7 +145,7 @@ kgym_compile_main (int argc, char **argv)
     bool cuda = strcmp (task->backend, "cuda") == 0;
     char probed [16] = "sm_90";
 #if KGYM_HAVE_CUDA
-    if (cuda && arch && worker_nvrtc_check_arch (arch)) {
+    if (cuda && arch && cuda_nvrtc_check_arch (arch)) {
         fprintf (stderr, "kgym compile: --arch '%s' is not of the form sm_XX\n", arch);
         common_task_destroy (&task);
         free (candidates);
@@ -154,7 +154,7 @@ kgym_compile_main (int argc, char **argv)
     //  The GPU's own arch, asked of a runner so this process stays free of CUDA.
     if (cuda && !arch) {
         char why [256];
-        if (worker_cuda_probe (0, probed, sizeof probed, NULL, why, sizeof why) != 0)
+        if (cuda_backend_probe (0, probed, sizeof probed, NULL, why, sizeof why) != 0)
             snprintf (probed, sizeof probed, "sm_90");
     }
 #endif

@@ -7,14 +7,14 @@
 */
 #include "common_util.h"
 #include "worker_eval.h"
-#include "worker_cpu.h"
+#include "cpu_backend.h"
 #include "worker_reward.h"
 #include "worker_feedback.h"
 #include "worker_cache.h"
 #include "common_log.h"
 #include "kgym_config.h"
 #if KGYM_HAVE_CUDA
-#include "worker_cuda.h"
+#include "cuda_backend.h"
 #endif
 #include <sodium.h>
 #include <math.h>
@@ -29,9 +29,9 @@ struct worker_eval_t {
     char *backend;                  //  served backend, NULL = any
     char *worker_name;              //  echoed in results
     worker_cache_t *cache;          //  compile cache (shared by backends), may be NULL
-    worker_cpu_t *cpu;              //  CPU backend, made on first use
+    cpu_backend_t *cpu;              //  CPU backend, made on first use
 #if KGYM_HAVE_CUDA
-    worker_cuda_t *cuda;            //  CUDA backend, made on first use
+    cuda_backend_t *cuda;            //  CUDA backend, made on first use
 #endif
     pthread_mutex_t lock;           //  guards lazy creation of the backends
 };
@@ -95,10 +95,10 @@ worker_eval_new (const worker_eval_config_t *cfg, char *err, size_t errlen)
     if (self->backend) {
         bool ok = true;
         if (strcmp (self->backend, "cpu") == 0)
-            ok = (self->cpu = worker_cpu_new (&self->cfg, self->cache, err, errlen)) != NULL;
+            ok = (self->cpu = cpu_backend_new (&self->cfg, self->cache, err, errlen)) != NULL;
 #if KGYM_HAVE_CUDA
         else
-            ok = (self->cuda = worker_cuda_new (&self->cfg, self->cache, err, errlen)) != NULL;
+            ok = (self->cuda = cuda_backend_new (&self->cfg, self->cache, err, errlen)) != NULL;
 #endif
         if (!ok) {
             worker_eval_destroy (&self);
@@ -114,9 +114,9 @@ worker_eval_destroy (worker_eval_t **self_p)
     worker_eval_t *self = *self_p;
     if (!self)
         return;
-    worker_cpu_destroy (&self->cpu);
+    cpu_backend_destroy (&self->cpu);
 #if KGYM_HAVE_CUDA
-    worker_cuda_destroy (&self->cuda);
+    cuda_backend_destroy (&self->cuda);
 #endif
     worker_cache_destroy (&self->cache);
     pthread_mutex_destroy (&self->lock);
@@ -131,10 +131,10 @@ worker_eval_device (worker_eval_t *self)
 {
 #if KGYM_HAVE_CUDA
     if (self->cuda)
-        return worker_cuda_device (self->cuda);
+        return cuda_backend_device (self->cuda);
 #endif
     if (self->cpu)
-        return worker_cpu_device (self->cpu);
+        return cpu_backend_device (self->cpu);
     return "none";
 }
 
@@ -143,7 +143,7 @@ worker_eval_device_uuid (worker_eval_t *self)
 {
 #if KGYM_HAVE_CUDA
     if (self->cuda)
-        return worker_cuda_uuid (self->cuda);
+        return cuda_backend_uuid (self->cuda);
 #endif
     return "";
 }
@@ -161,12 +161,12 @@ s_backend (worker_eval_t *self, const char *backend, worker_outcome_t *out)
     int rc = 0;
     pthread_mutex_lock (&self->lock);
     if (strcmp (backend, "cpu") == 0) {
-        if (!self->cpu && !(self->cpu = worker_cpu_new (&self->cfg, self->cache, err, sizeof err)))
+        if (!self->cpu && !(self->cpu = cpu_backend_new (&self->cfg, self->cache, err, sizeof err)))
             rc = -1;
     }
     else {
 #if KGYM_HAVE_CUDA
-        if (!self->cuda && !(self->cuda = worker_cuda_new (&self->cfg, self->cache, err, sizeof err)))
+        if (!self->cuda && !(self->cuda = cuda_backend_new (&self->cfg, self->cache, err, sizeof err)))
             rc = -1;
 #else
         snprintf (err, sizeof err, "this build has no CUDA backend");
@@ -214,11 +214,11 @@ worker_eval_prepare (worker_eval_t *self, json_t *json)
         return wjob;
     }
     if (strcmp (backend, "cpu") == 0)
-        wjob->prepared = worker_cpu_prepare (self->cpu, wjob->job, wjob->seed, out);
+        wjob->prepared = cpu_backend_prepare (self->cpu, wjob->job, wjob->seed, out);
 #if KGYM_HAVE_CUDA
     else {
         wjob->is_cuda = true;
-        wjob->prepared = worker_cuda_prepare (self->cuda, wjob->job, wjob->seed, out);
+        wjob->prepared = cuda_backend_prepare (self->cuda, wjob->job, wjob->seed, out);
     }
 #endif
     if (!wjob->prepared)
@@ -338,13 +338,13 @@ worker_eval_execute (worker_eval_t *self, worker_job_t **job_p)
         return NULL;
     if (!wjob->final && wjob->prepared) {
         if (!wjob->is_cuda) {
-            worker_cpu_job_t *cjob = wjob->prepared;
-            worker_cpu_execute (self->cpu, &cjob, &wjob->outcome);
+            cpu_backend_job_t *cjob = wjob->prepared;
+            cpu_backend_execute (self->cpu, &cjob, &wjob->outcome);
         }
 #if KGYM_HAVE_CUDA
         else {
-            worker_cuda_job_t *gjob = wjob->prepared;
-            worker_cuda_execute (self->cuda, &gjob, &wjob->outcome);
+            cuda_backend_job_t *gjob = wjob->prepared;
+            cuda_backend_execute (self->cuda, &gjob, &wjob->outcome);
         }
 #endif
         wjob->prepared = NULL;
