@@ -14,6 +14,7 @@
     reason on stderr when the tool itself could not do its work.
 */
 #include "kgym_cli.h"
+#include "worker_registry.h"
 #include "client_submit.h"
 #include "client_admin.h"
 #include "client_query.h"
@@ -245,6 +246,8 @@ main (int argc, char **argv)
     const char *command = argv [1];
     //  eval and demo run sandboxes: reap what they orphan, even where PID 1 does not.
     prctl (PR_SET_CHILD_SUBREAPER, 1);
+    //  Tasks are parsed against the backends this build has.
+    worker_registry_all ();
     if (streq (command, "eval"))
         return s_eval (argc - 1, argv + 1);
     if (streq (command, "submit"))

@@ -23,11 +23,14 @@ typedef enum {
 } worker_status_t;
 
 const char *worker_status_name (worker_status_t status);
+//  The status a name ("ok", ...) stands for; internal_error for anything else.
+worker_status_t worker_status_from_name (const char *name);
 
 //  Summary of repeated timings, microseconds.
 typedef struct {
     uint32_t n;                 //  samples (0 = not timed)
     double median_us, mean_us, std_us, min_us, max_us;
+    uint32_t outliers;          //  samples beyond median +- 3 MADs (worker_grade_timing)
 } worker_timing_t;
 
 #define WORKER_MISMATCH_KEEP 8
@@ -67,7 +70,5 @@ void worker_outcome_clear (worker_outcome_t *outcome);   //  frees owned parts, 
 //  Set status and a printf-style message.
 void worker_outcome_fail (worker_outcome_t *outcome, worker_status_t status, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
-//  Summarise samples (microseconds) into a timing.
-void worker_timing_from (worker_timing_t *timing, double *samples_us, size_t n);
 
 #endif

@@ -7,7 +7,9 @@
     heap, which no runner can reach: the candidate never sees an answer.
 */
 #include "common_util.h"
+#include "worker_grade.h"
 #include "cpu_backend.h"
+#include "worker_eval.h"
 #include "cpu_cc.h"
 #include "cpu_runner.h"
 #include "common_compare.h"
@@ -16,6 +18,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +36,9 @@
 #define MAX_SLOTS      64           //  jobs executing at once in one process
 
 static const char *s_prog_names[] = { "candidate", "reference", "baseline" };
+
+typedef struct cpu_backend_t cpu_backend_t;
+typedef struct cpu_backend_job_t cpu_backend_job_t;
 
 struct cpu_backend_t {
     worker_eval_config_t cfg;       //  copy; strings borrowed from the caller
@@ -82,8 +88,8 @@ s_read_cpu_model (char *buf, size_t len)
     fclose (file);
 }
 
-cpu_backend_t *
-cpu_backend_new (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, size_t errlen)
+static cpu_backend_t *
+s_new (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, size_t errlen)
 {
     if (!sandbox_runner_path ()) {
         snprintf (err, errlen, "kgym-runner not found (set KGYM_RUNNER)");
@@ -101,8 +107,8 @@ cpu_backend_new (const worker_eval_config_t *cfg, worker_cache_t *cache, char *e
     return self;
 }
 
-void
-cpu_backend_destroy (cpu_backend_t **self_p)
+static void
+s_destroy (cpu_backend_t **self_p)
 {
     cpu_backend_t *self = *self_p;
     if (!self)
@@ -145,8 +151,8 @@ s_slot_release (cpu_backend_t *self, int slot)
     pthread_mutex_unlock (&self->lock);
 }
 
-const char *
-cpu_backend_device (cpu_backend_t *self)
+static const char *
+s_device (cpu_backend_t *self)
 {
     return self->device;
 }
@@ -260,8 +266,8 @@ s_compile (cpu_backend_t *self, cpu_backend_job_t *job, int which, const common_
     return -1;
 }
 
-cpu_backend_job_t *
-cpu_backend_prepare (cpu_backend_t *self, const common_job_t *job, uint64_t seed,
+static cpu_backend_job_t *
+s_prepare (cpu_backend_t *self, const common_job_t *job, uint64_t seed,
                     worker_outcome_t *out)
 {
     cpu_backend_job_t *cjob = calloc (1, sizeof *cjob);
@@ -700,8 +706,8 @@ s_timing (s_exec_t *ex)
             base_us [i - eval->warmup] = (double) bns / 1000.0;
         }
     }
-    worker_timing_from (&ex->out->candidate, cand_us, eval->timed);
-    worker_timing_from (&ex->out->baseline, base_us, eval->timed);
+    worker_grade_timing (&ex->out->candidate, cand_us, eval->timed);
+    worker_grade_timing (&ex->out->baseline, base_us, eval->timed);
     ex->out->baseline_kind = ex->has_baseline? "baseline": "reference";
     ex->out->speedup = ex->out->candidate.median_us > 0
                      ? ex->out->baseline.median_us / ex->out->candidate.median_us: 0;
@@ -798,8 +804,8 @@ s_profile (s_exec_t *ex)
     json_object_set_new (ex->out->extra, "profile", profile);
 }
 
-void
-cpu_backend_execute (cpu_backend_t *self, cpu_backend_job_t **job_p, worker_outcome_t *out)
+static void
+s_execute (cpu_backend_t *self, cpu_backend_job_t **job_p, worker_outcome_t *out)
 {
     cpu_backend_job_t *cjob = *job_p;
     *job_p = NULL;
@@ -881,3 +887,119 @@ done:
     out->run_s = common_now_s () - start;
     s_job_free (cjob);
 }
+
+//  ---------------------------------------------------------------------
+//  The backend table (worker_backend.h)
+
+//  Jobs at once: one core each (a job runs one program at a time, with the
+//  harness between runs), leaving one core for compiles and the worker.
+static uint32_t
+s_default_slots (const worker_eval_config_t *cfg)
+{
+    (void) cfg;
+    cpu_set_t set;
+    int cpus = sched_getaffinity (0, sizeof set, &set) == 0? CPU_COUNT (&set): 1;
+    int slots = cpus > 1? cpus - 1: 1;
+    return (uint32_t) (slots > MAX_SLOTS? MAX_SLOTS: slots);
+}
+
+static void *
+s_create (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, size_t errlen)
+{
+    return s_new (cfg, cache, err, errlen);
+}
+
+static void
+s_destroy_op (void **self_p)
+{
+    cpu_backend_t *self = *self_p;
+    s_destroy (&self);
+    *self_p = NULL;
+}
+
+static void *
+s_prepare_op (void *self, const common_job_t *job, uint64_t seed, worker_outcome_t *out)
+{
+    return s_prepare (self, job, seed, out);
+}
+
+static void
+s_execute_op (void *self, void **job_p, worker_outcome_t *out)
+{
+    cpu_backend_job_t *job = *job_p;
+    *job_p = NULL;
+    s_execute (self, &job, out);
+}
+
+static void
+s_job_destroy_op (void **job_p)
+{
+    s_job_free (*job_p);
+    *job_p = NULL;
+}
+
+static const char *
+s_device_op (void *self)
+{
+    return s_device (self);
+}
+
+static const char *
+s_caps_op (void *self)
+{
+    (void) self;
+    return sandbox_host_caps ();
+}
+
+static int
+s_compile_op (worker_cache_t *cache, const common_program_t *program, const char *target,
+              double timeout_s, worker_compile_t *result)
+{
+    (void) target;
+    memset (result, 0, sizeof *result);
+    char err [512] = "";
+    if (cpu_cc_check_options (program->options, program->noptions, err, sizeof err)) {
+        result->status = STATUS_INVALID;
+        result->log = strdup (err);
+        return 0;
+    }
+    sandbox_config_t sandbox;
+    sandbox_config_default (&sandbox);
+    cpu_cc_result_t res;
+    memset (&res, 0, sizeof res);
+    int rc = cpu_cc_compile (cache, &sandbox, program->source, program->options, program->noptions,
+                             timeout_s, &res, err, sizeof err);
+    result->status = rc == 0? STATUS_OK: rc == 1 || rc == 2? STATUS_COMPILE_ERROR: STATUS_INTERNAL_ERROR;
+    if (rc == 0 || rc == 1)
+        result->log = res.log? strdup (res.log): NULL;
+    else
+    if (rc == 2 && !*err) {
+        if (asprintf (&result->log, "compile timed out after %g s", timeout_s) < 0)
+            result->log = NULL;
+    }
+    else
+        result->log = strdup (err);
+    snprintf (result->key, sizeof result->key, "%s", res.key);
+    result->cache_hit = res.cache_hit;
+    result->seconds = res.seconds;
+    cpu_cc_result_free (&res);
+    return 0;
+}
+
+const worker_backend_t cpu_backend = {
+    .info = { .name = "cpu", .targets = { "cpu" }, .langs = { "c" } },
+    .summary = "C kernels built with the system compiler and run on the CPU",
+    .device_ordinal = false,
+    .default_slots = s_default_slots,
+    .create = s_create,
+    .destroy = s_destroy_op,
+    .prepare = s_prepare_op,
+    .execute = s_execute_op,
+    .job_destroy = s_job_destroy_op,
+    .device = s_device_op,
+    .device_uuid = NULL,
+    .caps = s_caps_op,
+    .quarantined = NULL,
+    .probe = NULL,
+    .compile = s_compile_op,
+};

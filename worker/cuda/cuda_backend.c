@@ -1,5 +1,6 @@
 /*  cuda_backend - the CUDA backend, supervisor side (in the worker process).  */
 #include "common_util.h"
+#include "worker_grade.h"
 #include "cuda_backend.h"
 #include "cuda_kernels.h"
 #include "cuda_msg.h"
@@ -462,18 +463,6 @@ fail:
     return NULL;
 }
 
-static worker_status_t
-s_status_parse (const char *name)
-{
-    static const worker_status_t all [] = {
-        STATUS_OK, STATUS_COMPILE_ERROR, STATUS_INCORRECT, STATUS_RUNTIME_ERROR,
-        STATUS_TIMEOUT, STATUS_INVALID, STATUS_INTERNAL_ERROR
-    };
-    for (size_t i = 0; name && i < sizeof all / sizeof all [0]; i++)
-        if (strcmp (name, worker_status_name (all [i])) == 0)
-            return all [i];
-    return STATUS_INTERNAL_ERROR;
-}
 
 //  Samples array -> timing summary; returns the coefficient of variation.
 static double
@@ -482,12 +471,12 @@ s_timing (json_t *array, worker_timing_t *timing)
     size_t n = json_array_size (array);
     double *samples = n? malloc (n * sizeof (double)): NULL;
     if (!samples) {
-        worker_timing_from (timing, NULL, 0);
+        worker_grade_timing (timing, NULL, 0);
         return 0;
     }
     for (size_t i = 0; i < n; i++)
         samples [i] = json_number_value (json_array_get (array, i));
-    worker_timing_from (timing, samples, n);
+    worker_grade_timing (timing, samples, n);
     free (samples);
     return timing->mean_us > 0? timing->std_us / timing->mean_us: 0;
 }
@@ -495,7 +484,7 @@ s_timing (json_t *array, worker_timing_t *timing)
 static void
 s_fill_outcome (worker_outcome_t *out, json_t *result)
 {
-    worker_status_t status = s_status_parse (json_string_value (json_object_get (result, "status")));
+    worker_status_t status = worker_status_from_name (json_string_value (json_object_get (result, "status")));
     const char *message = json_string_value (json_object_get (result, "message"));
     out->status = status;
     snprintf (out->message, sizeof out->message, "%s", message? message: "");
@@ -715,3 +704,139 @@ cuda_backend_selftest (cuda_backend_t *self)
     pthread_mutex_unlock (&self->lock);
     return report;
 }
+
+//  ---------------------------------------------------------------------
+//  The backend table (worker_backend.h)
+
+static uint32_t
+s_default_slots (const worker_eval_config_t *cfg)
+{
+    (void) cfg;
+    return 1;                   //  one job on the GPU at a time: timings stay clean
+}
+
+static void *
+s_create (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, size_t errlen)
+{
+    return cuda_backend_new (cfg, cache, err, errlen);
+}
+
+static void
+s_destroy_op (void **self_p)
+{
+    cuda_backend_t *self = *self_p;
+    cuda_backend_destroy (&self);
+    *self_p = NULL;
+}
+
+static void *
+s_prepare_op (void *self, const common_job_t *job, uint64_t seed, worker_outcome_t *out)
+{
+    return cuda_backend_prepare (self, job, seed, out);
+}
+
+static void
+s_execute_op (void *self, void **job_p, worker_outcome_t *out)
+{
+    cuda_backend_job_t *job = *job_p;
+    *job_p = NULL;
+    cuda_backend_execute (self, &job, out);
+}
+
+static void
+s_job_destroy_op (void **job_p)
+{
+    cuda_backend_job_t *job = *job_p;
+    cuda_backend_job_destroy (&job);
+    *job_p = NULL;
+}
+
+static const char *
+s_device_op (void *self)
+{
+    return cuda_backend_device (self);
+}
+
+static const char *
+s_uuid_op (void *self)
+{
+    return cuda_backend_uuid (self);
+}
+
+static const char *
+s_caps_op (void *self)
+{
+    return ((cuda_backend_t *) self)->caps;
+}
+
+static bool
+s_quarantined_op (void *self, char *reason, size_t len)
+{
+    return cuda_backend_quarantined (self, reason, len);
+}
+
+static int
+s_probe_op (int device, char *desc, size_t desclen, char *err, size_t errlen)
+{
+    char arch [16] = "";
+    json_t *hello = NULL;
+    int rc = cuda_backend_probe (device, arch, sizeof arch, &hello, err, errlen);
+    if (rc == 0) {
+        const char *name = json_string_value (json_object_get (json_object_get (hello, "device"), "name"));
+        snprintf (desc, desclen, "%s (%s)", name? name: "CUDA device", arch);
+    }
+    json_decref (hello);
+    return rc;
+}
+
+static int
+s_compile_op (worker_cache_t *cache, const common_program_t *program, const char *target,
+              double timeout_s, worker_compile_t *result)
+{
+    memset (result, 0, sizeof *result);
+    char arch [16] = "sm_90", err [512] = "";
+    if (target && cuda_nvrtc_check_arch (target)) {
+        result->status = STATUS_INVALID;
+        if (asprintf (&result->log, "target '%s' is not of the form sm_XX", target) < 0)
+            result->log = NULL;
+        return 0;
+    }
+    //  The GPU's own arch, asked of a runner so this process stays free of CUDA.
+    if (target)
+        snprintf (arch, sizeof arch, "%s", target);
+    else
+    if (cuda_backend_probe (0, arch, sizeof arch, NULL, err, sizeof err) != 0)
+        snprintf (arch, sizeof arch, "sm_90");
+    snprintf (result->target, sizeof result->target, "%s", arch);
+    cuda_nvrtc_result_t res;
+    int rc = cuda_nvrtc_compile (cache, program->lang, "candidate.cu", program->source,
+                                 program->options, program->noptions, arch, timeout_s, &res,
+                                 err, sizeof err);
+    result->status = rc == NVRTC_OK? STATUS_OK: rc == NVRTC_COMPILE_ERROR || rc == NVRTC_TIMEOUT
+                   ? STATUS_COMPILE_ERROR: rc == NVRTC_INVALID? STATUS_INVALID: STATUS_INTERNAL_ERROR;
+    const char *log = rc == NVRTC_OK || rc == NVRTC_COMPILE_ERROR? res.log: err;
+    result->log = log? strdup (log): NULL;
+    snprintf (result->key, sizeof result->key, "%s", res.key);
+    result->cache_hit = res.cache_hit;
+    result->seconds = res.seconds;
+    cuda_nvrtc_result_free (&res);
+    return 0;
+}
+
+const worker_backend_t cuda_backend = {
+    .info = { .name = "cuda", .targets = { "cuda" }, .langs = { "cuda", "ptx" } },
+    .summary = "CUDA C and PTX kernels compiled with NVRTC and run on one GPU",
+    .device_ordinal = true,
+    .default_slots = s_default_slots,
+    .create = s_create,
+    .destroy = s_destroy_op,
+    .prepare = s_prepare_op,
+    .execute = s_execute_op,
+    .job_destroy = s_job_destroy_op,
+    .device = s_device_op,
+    .device_uuid = s_uuid_op,
+    .caps = s_caps_op,
+    .quarantined = s_quarantined_op,
+    .probe = s_probe_op,
+    .compile = s_compile_op,
+};

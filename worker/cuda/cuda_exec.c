@@ -26,6 +26,7 @@
     incorrect.
 */
 #include "common_util.h"
+#include "worker_grade.h"
 #include "cuda_exec.h"
 #include "common_log.h"
 #define CUDA_DRIVER_REDIRECT
@@ -976,7 +977,10 @@ s_describe (job_t *job, const check_t *check, uint32_t s, uint32_t trial, uint64
         cuMemcpyDtoH (want, expected + first * esize, n * esize);
     }
     common_compare_t cmp;
-    common_compare (arg->dtype, want, got, n, check->input? 0: plan->atol, check->input? 0: plan->rtol, &cmp);
+    if (check->input || plan->exact)
+        common_compare_bits (arg->dtype, want, got, n, &cmp);
+    else
+        common_compare (arg->dtype, want, got, n, plan->atol, plan->rtol, &cmp);
     for (size_t i = 0; i < cmp.nfirst && json_array_size (job->mismatches) < 8; i++)
         json_array_append_new (job->mismatches, json_pack ("{s:s, s:i, s:i, s:I, s:f, s:f}",
             "arg", arg->name, "size", (int) size->index, "trial", (int) trial,
@@ -1031,7 +1035,8 @@ s_queue_output_checks (job_t *job, uint32_t s, check_t *checks, uint32_t *n)
         CUdeviceptr expected = arg->kind == ARG_INOUT? job->rin [a]: job->rout [a];
         int dt = (int) arg->dtype;
         double atol = plan->atol, rtol = plan->rtol;
-        void *params [] = { &expected, &job->cand [a], &count, &dt, &atol, &rtol, &slot };
+        int exact = plan->exact;
+        void *params [] = { &expected, &job->cand [a], &count, &dt, &atol, &rtol, &exact, &slot };
         CK (job, WHO_US, s_internal (job->ex, job->trusted.k.compare, count, params), "kgym_compare");
         checks [*n].arg = a;
         checks [*n].input = false;
@@ -1485,7 +1490,7 @@ done:
         if (copy) {
             memcpy (copy, job.samples [0], job.nsamples * sizeof (double));
             worker_timing_t timing;
-            worker_timing_from (&timing, copy, job.nsamples);
+            worker_grade_timing (&timing, copy, job.nsamples);
             median_us = timing.median_us;
             free (copy);
         }

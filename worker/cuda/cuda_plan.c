@@ -103,6 +103,7 @@ cuda_plan_from_job (const common_job_t *job, uint64_t seed, uint64_t max_bytes,
     self->seed = seed;
     self->atol = task->atol;
     self->rtol = task->rtol;
+    self->exact = task->exact;
     self->trials = job->eval.trials;
     self->warmup = job->eval.warmup;
     self->timed = job->eval.timed;
@@ -229,6 +230,7 @@ cuda_plan_to_json (const cuda_plan_t *plan)
     json_object_set_new (root, "seed", s_u64 (plan->seed));
     json_object_set_new (root, "atol", json_real (plan->atol));
     json_object_set_new (root, "rtol", json_real (plan->rtol));
+    json_object_set_new (root, "exact", json_boolean (plan->exact));
     json_object_set_new (root, "trials", json_integer (plan->trials));
     json_object_set_new (root, "warmup", json_integer (plan->warmup));
     json_object_set_new (root, "timed", json_integer (plan->timed));
@@ -355,6 +357,7 @@ cuda_plan_from_json (json_t *json, char *err, size_t errlen)
         goto fail;
     self->atol = json_number_value (atol);
     self->rtol = json_number_value (rtol);
+    self->exact = json_is_true (json_object_get (json, "exact"));
     what = "counts";
     if (s_int (json, "trials", 0, TASK_MAX_TRIALS, &v))
         goto fail;

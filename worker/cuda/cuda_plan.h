@@ -63,7 +63,8 @@ typedef struct {
 //  A whole job.
 typedef struct {
     uint64_t seed;                  //  input seed
-    double atol, rtol;              //  tolerance
+    double atol, rtol;              //  tolerance (integers: exactly as integers)
+    bool exact;                     //  outputs must equal the reference's bit for bit
     uint32_t trials;                //  correctness trials per size
     uint32_t warmup, timed;         //  timing runs
     bool check_only;                //  no timing
