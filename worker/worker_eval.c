@@ -307,6 +307,9 @@ s_result (worker_eval_t *self, worker_job_t *wjob)
         json_object_set_new (timings, "candidate", s_timing_json (&out->candidate));
         json_object_set_new (timings, "baseline", s_timing_json (&out->baseline));
         json_object_set_new (timings, "baseline_kind", json_string (out->baseline_kind));
+        if (out->speedup_hi > 0)
+            json_object_set_new (timings, "speedup_ci", json_pack ("[f, f]", out->speedup_lo,
+                                                                     out->speedup_hi));
         json_object_set_new (result, "timings", timings);
     }
     else
@@ -338,6 +341,7 @@ s_result (worker_eval_t *self, worker_job_t *wjob)
     json_t *sandbox = json_loads (out->sandbox, 0, NULL);
     json_object_set_new (result, "sandbox", sandbox? sandbox: json_object ());
     json_object_set_new (result, "tag", wjob->tag? json_string (wjob->tag): json_null ());
+    json_object_set_new (result, "retried", json_boolean (out->retried));
     if (out->extra)
         json_object_update (result, out->extra);
     //  Same keys on every outcome: null when no profile was taken.

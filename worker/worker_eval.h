@@ -32,6 +32,8 @@ typedef struct worker_eval_config_t {
     const char *worker_name;    //  echoed as "worker" in results
     uint64_t max_tensor_bytes;  //  per-size cap on tensors + workspace
     uint64_t sandbox_mem_bytes; //  memory cap for a runner beyond its tensors
+    uint64_t max_job_bytes;     //  memory one job may need, all its parts (0: the backend's default
+                                //  from the machine); over it the job is invalid
     bool fresh_runner;          //  CUDA: a fresh runner per job (strictest)
     //  Called (from a job's thread) when the GPU fails its health check after a
     //  kernel fault: the worker must stop taking jobs. May be NULL.

@@ -53,6 +53,8 @@ typedef struct {
     worker_timing_t baseline;   //  baseline's (or reference's) timed runs
     const char *baseline_kind;  //  "baseline" or "reference" (static string)
     double speedup;             //  baseline median / candidate median (0 = not timed)
+    double speedup_lo, speedup_hi;  //  its ~95% interval (worker_grade_speedup; 0 = none)
+    bool retried;               //  graded twice: the first verdict (timeout, a fault) was not kept
     double max_abs, max_rel;    //  largest errors seen over all checks
     worker_mismatch_t mismatches[WORKER_MISMATCH_KEEP];
     size_t nmismatches;         //  entries used

@@ -453,10 +453,12 @@ cuda_backend_prepare (cuda_backend_t *self, const common_job_t *job, uint64_t se
             worker_outcome_fail (out, STATUS_COMPILE_ERROR, "the candidate does not compile");
         goto fail;
     }
-    //  Slack beyond the job's budget for our own work: module loads,
-    //  allocation, generation and checks scale with the bytes moved.
-    double bytes = (double) need;
-    prep->timeout_s = job->eval.timeout_s + 2.0 + bytes / 5e9;
+    //  The runner holds the candidate to its budget of GPU time; this wall
+    //  limit only catches a kernel that never ends, so it adds our own work
+    //  on top: module loads, allocation, and per input set generation and
+    //  checks, which scale with the bytes moved.
+    double sets = (double) job->task->nsizes * job->eval.trials + job->eval.warmup + job->eval.timed + 4;
+    prep->timeout_s = job->eval.timeout_s + 5.0 + 2.0 * (double) need / 5e9 + sets * (double) need / 1e11;
     return prep;
 fail:
     cuda_backend_job_destroy (&prep);
@@ -533,10 +535,12 @@ s_fill_outcome (worker_outcome_t *out, json_t *result)
 //  Run one prepared job on the runner (lock held). Sets *faulted when the
 //  runner had to be replaced because of what ran (hang, death, sticky error).
 static void
-s_run_locked (cuda_backend_t *self, cuda_backend_job_t *prep, worker_outcome_t *out, bool *faulted)
+s_run_locked (cuda_backend_t *self, cuda_backend_job_t *prep, worker_outcome_t *out, bool *faulted,
+              bool *died)
 {
     char err [512] = "";
     *faulted = false;
+    *died = false;
     if (s_runner_ready (self, err, sizeof err)) {
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "cannot start kgym-cuda-runner: %s", err);
         return;
@@ -575,10 +579,11 @@ s_run_locked (cuda_backend_t *self, cuda_backend_job_t *prep, worker_outcome_t *
         if (cuda_proc_wait (self->runner, 0.5, &wstatus))
             cuda_proc_describe (wstatus, what, sizeof what);
         bool oom = self->cg.version && sandbox_confine_cgroup_oom (&self->cg);
-        worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "kgym-cuda-runner died during the job "
+        worker_outcome_fail (out, STATUS_RUNTIME_ERROR, "kgym-cuda-runner died during the job "
                              "(%s%s; %s)", what, oom? ", host memory cap reached": "",
                              sent? "send failed": why);
         recycle = fault = true;
+        *died = true;
     }
     else {
         json_error_t jerr;
@@ -624,9 +629,9 @@ s_health_check (cuda_backend_t *self)
     worker_outcome_t out;
     worker_outcome_init (&out);
     cuda_backend_job_t *prep = cuda_backend_prepare (self, self->health_job, 7, &out);
-    bool faulted = false;
+    bool faulted = false, died = false;
     if (prep)
-        s_run_locked (self, prep, &out, &faulted);
+        s_run_locked (self, prep, &out, &faulted, &died);
     cuda_backend_job_destroy (&prep);
     if (out.status == STATUS_OK)
         log_info ("cuda", "GPU %d passed its health check after a kernel fault", self->device);
@@ -654,9 +659,35 @@ cuda_backend_execute (cuda_backend_t *self, cuda_backend_job_t **job_p, worker_o
     if (self->quarantined)
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "not graded: %s", self->quarantine_reason);
     else {
-        bool faulted = false;
-        s_run_locked (self, *job_p, out, &faulted);
+        bool faulted = false, died = false;
+        s_run_locked (self, *job_p, out, &faulted, &died);
         self->check_pending = faulted;
+        //  A runner that dies without a word may be our fault or the driver's
+        //  passing one: the job runs once more on the fresh runner. Dying
+        //  again is the candidate's doing (runtime_error), never internal.
+        if (died && !self->quarantined) {
+            if (self->check_pending)
+                s_health_check (self);
+            if (!self->quarantined) {
+                char first [sizeof out->message];
+                snprintf (first, sizeof first, "%s", out->message);
+                worker_outcome_t again;
+                worker_outcome_init (&again);
+                again.compile_s = out->compile_s;
+                memcpy (again.cache_hit, out->cache_hit, sizeof again.cache_hit);
+                memcpy (again.cache_key, out->cache_key, sizeof again.cache_key);
+                again.compile_log = out->compile_log;
+                out->compile_log = NULL;
+                s_run_locked (self, *job_p, &again, &faulted, &died);
+                self->check_pending = faulted;
+                if (died)
+                    worker_outcome_fail (&again, STATUS_RUNTIME_ERROR, "kgym-cuda-runner died during "
+                                         "the job, twice (first: %.200s)", first);
+                worker_outcome_clear (out);
+                *out = again;
+                out->retried = true;
+            }
+        }
     }
     pthread_mutex_unlock (&self->lock);
     out->run_s = cuda_now () - t0;

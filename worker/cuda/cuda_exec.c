@@ -134,6 +134,7 @@ typedef struct {
     json_t *mismatches;         //  array
     double *samples [2];        //  candidate, baseline (us)
     uint32_t nsamples;          //  entries in each
+    double cand_gpu_s;          //  GPU time of every candidate launch sequence so far (its budget)
     uint64_t static_bytes;      //  candidate module's device memory
     uint32_t reloads;           //  trusted reloads done
     //  the profiled set
@@ -892,12 +893,15 @@ s_run (job_t *job, cuda_plan_prog_t p, uint32_t s, bool timed, double *us)
     uint64_t bits [MAX_ARGS];
     for (uint32_t a = 0; a < plan->nargs; a++)
         bits [a] = size->bits [a];
-    if (timed) {
+    //  Every candidate launch sequence is measured: its kernels' time is its
+    //  budget (eval.timeout), whatever the harness around it takes.
+    bool measured = timed || p == PLAN_CANDIDATE;
+    if (timed)
         //  Flush L2: write twice its size, a new value each time.
         CK (job, WHO_US, cuMemsetD32Async (ex->flush, ++ex->flush_value, ex->flush_bytes / 4, st),
             "flushing L2");
+    if (measured)
         CK (job, WHO_US, cuEventRecord (ex->ev [0], st), "cuEventRecord");
-    }
     for (uint32_t l = 0; l < call->nlaunches; l++) {
         const cuda_plan_launch_t *launch = &call->launches [l];
         void *params [MAX_CALLARGS];
@@ -922,7 +926,7 @@ s_run (job_t *job, cuda_plan_prog_t p, uint32_t s, bool timed, double *us)
             return s_cuda_fail (job, who, rc, what);
         }
     }
-    if (timed)
+    if (measured)
         CK (job, WHO_US, cuEventRecord (ex->ev [1], st), "cuEventRecord");
     CUresult rc = cuStreamSynchronize (st);
     if (rc != CUDA_SUCCESS) {
@@ -930,13 +934,20 @@ s_run (job_t *job, cuda_plan_prog_t p, uint32_t s, bool timed, double *us)
         snprintf (what, sizeof what, "%s at size %u", name, size->index);
         return s_cuda_fail (job, who, rc, what);
     }
-    if (timed) {
+    if (measured) {
         float ms = 0;
         CK (job, WHO_US, cuEventElapsedTime (&ms, ex->ev [0], ex->ev [1]), "cuEventElapsedTime");
         *us = (double) ms * 1000.0;
     }
-    if (p == PLAN_CANDIDATE)
+    if (p == PLAN_CANDIDATE) {
+        job->cand_gpu_s += *us / 1e6;
+        if (plan->timeout_s > 0 && job->cand_gpu_s > plan->timeout_s) {
+            s_fail (job, STATUS_TIMEOUT, false, "timed out: the candidate's kernels ran %.3g s on the "
+                    "GPU, over its %.3g s budget (eval.timeout)", job->cand_gpu_s, plan->timeout_s);
+            return -1;
+        }
         return s_after_candidate (job);
+    }
     return 0;
 }
 
