@@ -40,6 +40,13 @@ common_backend_find (const char *target, const char *lang)
     return NULL;
 }
 
+bool
+common_backend_modules (const char *target, const char *lang)
+{
+    const common_backend_info_t *entry = lang? common_backend_find (target, lang): NULL;
+    return entry && entry->modules;
+}
+
 const char *
 common_backend_default_lang (const char *target)
 {

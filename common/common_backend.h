@@ -23,6 +23,8 @@ typedef struct {
     const char *name;                   //  the backend's own name ("cpu", "cuda")
     const char *targets [COMMON_BACKEND_MAX_NAMES]; //  task `backend` values it serves, NULL-terminated
     const char *langs [COMMON_BACKEND_MAX_NAMES];   //  program languages it compiles, NULL-terminated; [0] its default
+    bool modules;                       //  its programs are whole modules (a Python task): no args,
+                                        //  launches or workspace; the task's "python" object applies
 } common_backend_info_t;
 
 //  Install the catalog: a NULL-terminated array of entries that outlives
@@ -35,6 +37,10 @@ bool common_backend_known (void);
 //  The entry serving target with language lang (lang NULL: the first entry
 //  serving target). NULL when none (or when no catalog is installed).
 const common_backend_info_t *common_backend_find (const char *target, const char *lang);
+
+//  True when programs of lang on target are modules (common_backend_info_t);
+//  without a catalog: when lang is given and names no known kind, unknown (false).
+bool common_backend_modules (const char *target, const char *lang);
 
 //  The default language of target's programs (the first entry's first
 //  language), NULL when unknown.
