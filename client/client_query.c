@@ -8,6 +8,7 @@
 */
 #include "client_query.h"
 #include "client_kgym.h"
+#include "client_options.h"
 #include "common_log.h"
 #include <getopt.h>
 #include <errno.h>
@@ -24,10 +25,7 @@
 //  Parsed options.
 typedef struct {
     const char *command;        //  argv [0]
-    const char *broker;         //  --broker EP
-    const char *curve_secret;   //  --curve-secret FILE
-    const char *broker_key;     //  --broker-key FILE
-    double timeout_s;           //  --timeout S
+    client_options_t conn;      //  --broker, CURVE, --timeout S (the wait for the answer)
     bool json;                  //  --json (workers, stats, cache)
     bool table;                 //  --table (job, jobs, results, tasks)
     bool watch;                 //  --watch (stats)
@@ -87,43 +85,13 @@ client_query_handles (const char *command)
     return false;
 }
 
-//  A non-negative integer option in [min, max]; 0, or 2 after a message.
-static int
-s_parse_int (const char *command, const char *option, const char *text, long long min,
-             long long max, json_int_t *value)
-{
-    char *end;
-    errno = 0;
-    long long number = strtoll (text, &end, 10);
-    if (errno || end == text || *end || number < min || number > max) {
-        fprintf (stderr, "kgym %s: %s wants an integer %lld..%lld, not '%s'\n", command, option,
-                 min, max, text);
-        return 2;
-    }
-    *value = (json_int_t) number;
-    return 0;
-}
-
-//  A real in [min, max]; 0, or -1.
-static int
-s_parse_real (const char *text, double min, double max, double *value)
-{
-    char *end;
-    errno = 0;
-    double number = strtod (text, &end);
-    if (errno || end == text || *end || !isfinite (number) || number < min || number > max)
-        return -1;
-    *value = number;
-    return 0;
-}
-
 //  Parse; 0, 1 after --help, or 2 on a usage error (said on stderr).
 static int
 s_parse (int argc, char **argv, s_options_t *opts)
 {
     memset (opts, 0, sizeof (*opts));
     opts->command = argv [0];
-    opts->timeout_s = 10;
+    client_options_init (&opts->conn, argv [0], 10);
     opts->watch_s = 2;
     const char *takes = NULL;
     for (size_t i = 0; i < sizeof (s_commands) / sizeof (s_commands [0]); i++)
@@ -134,10 +102,7 @@ s_parse (int argc, char **argv, s_options_t *opts)
         return 2;
     }
     static const struct option options [] = {
-        { "broker", required_argument, NULL, 'b' },
-        { "curve-secret", required_argument, NULL, 'S' },
-        { "broker-key", required_argument, NULL, 'K' },
-        { "timeout", required_argument, NULL, 't' },
+        CLIENT_OPTIONS_LONG,
         { "json", no_argument, NULL, 'j' },
         { "table", no_argument, NULL, 'T' },
         { "watch", optional_argument, NULL, 'w' },
@@ -160,25 +125,20 @@ s_parse (int argc, char **argv, s_options_t *opts)
             s_usage (stderr);
             return 2;
         }
+        int taken = client_options_take (&opts->conn, opt, optarg);
+        if (taken < 0)
+            return 2;
+        if (taken)
+            continue;
         if (strchr ("jTwgGXklrBm", opt) && !strchr (takes, opt)) {
             fprintf (stderr, "kgym %s: --%s is not an option of this command\n", command,
                      options [index].name);
             return 2;
         }
         switch (opt) {
-            case 'b': opts->broker = optarg; break;
-            case 'S': opts->curve_secret = optarg; break;
-            case 'K': opts->broker_key = optarg; break;
             case 'j': opts->json = true; break;
             case 'T': opts->table = true; break;
             case 'r': opts->results = true; break;
-            case 't':
-                if (s_parse_real (optarg, 0.001, 3600, &opts->timeout_s)) {
-                    fprintf (stderr, "kgym %s: --timeout wants seconds in (0, 3600], not '%s'\n",
-                             command, optarg);
-                    return 2;
-                }
-                break;
             case 'w': {
                 opts->watch = true;
                 //  "--watch 5" as well as "--watch=5": stats takes no operand,
@@ -186,11 +146,9 @@ s_parse (int argc, char **argv, s_options_t *opts)
                 const char *interval = optarg;
                 if (!interval && optind < argc && argv [optind][0] != '-')
                     interval = argv [optind++];
-                if (interval && s_parse_real (interval, 0.1, 86400, &opts->watch_s)) {
-                    fprintf (stderr, "kgym %s: --watch wants seconds in [0.1, 86400], not '%s'\n",
-                             command, interval);
+                if (interval && client_options_real (command, "--watch", interval, 0.1, false, 86400,
+                                                     "seconds", &opts->watch_s))
                     return 2;
-                }
                 break;
             }
             case 'g':
@@ -213,25 +171,38 @@ s_parse (int argc, char **argv, s_options_t *opts)
                 else
                     opts->task = optarg;
                 break;
-            case 'l':
-                if (s_parse_int (command, "--limit", optarg, 1, 10000, &opts->limit))
+            case 'l': {
+                long long value;
+                if (client_options_int (command, "--limit", optarg, 1, 10000, &value))
                     return 2;
+                opts->limit = (json_int_t) value;
                 break;
-            case 'm':
-                if (s_parse_int (command, "--min-attempts", optarg, 0, INT32_MAX, &opts->min_attempts))
+            }
+            case 'm': {
+                long long value;
+                if (client_options_int (command, "--min-attempts", optarg, 0, INT32_MAX, &value))
                     return 2;
+                opts->min_attempts = (json_int_t) value;
                 opts->min_given = true;
                 break;
+            }
             case 'B': {
                 char text [64];
                 snprintf (text, sizeof (text), "%s", optarg);
                 char *comma = strchr (text, ',');
                 if (comma)
                     *comma = 0;
-                if (!comma || s_parse_real (text, 0, 1, &opts->lo)
-                ||  s_parse_real (comma + 1, 0, 1, &opts->hi) || opts->lo > opts->hi) {
-                    fprintf (stderr, "kgym %s: --band wants LO,HI with 0 <= LO <= HI <= 1, not '%s'\n",
-                             command, optarg);
+                if (!comma) {
+                    fprintf (stderr, "kgym %s: --band wants LO,HI, not '%s'\n", command, optarg);
+                    return 2;
+                }
+                if (client_options_real (command, "--band's LO", text, 0, false, 1, "a number",
+                                         &opts->lo)
+                ||  client_options_real (command, "--band's HI", comma + 1, 0, false, 1, "a number",
+                                         &opts->hi))
+                    return 2;
+                if (opts->lo > opts->hi) {
+                    fprintf (stderr, "kgym %s: --band wants LO <= HI, not '%s'\n", command, optarg);
                     return 2;
                 }
                 opts->band = true;
@@ -245,22 +216,18 @@ s_parse (int argc, char **argv, s_options_t *opts)
                 return 2;
         }
     }
-    if (!opts->broker) {
-        fprintf (stderr, "kgym %s: --broker EP is required\n", command);
+    if (client_options_check (&opts->conn, true))
         return 2;
-    }
-    if (!opts->curve_secret != !opts->broker_key) {
-        fprintf (stderr, "kgym %s: --curve-secret and --broker-key go together\n", command);
-        return 2;
-    }
     int operands = argc - optind;
     if (streq (command, "job")) {
         if (operands != 1) {
             fprintf (stderr, "kgym job: needs one job ID\n");
             return 2;
         }
-        if (s_parse_int (command, "the job ID", argv [optind], 1, INT64_MAX, &opts->job))
+        long long value;
+        if (client_options_int (command, "the job ID", argv [optind], 1, INT64_MAX, &value))
             return 2;
+        opts->job = (json_int_t) value;
     }
     else
     if (streq (command, "cache")) {
@@ -633,7 +600,7 @@ s_print_stats (const s_options_t *opts, json_t *answer)
     json_t *value;
     json_object_foreach (queued, key, value)
         total += json_is_number (value)? json_number_value (value): 0;
-    printf ("broker     %s, up %s\n", opts->broker,
+    printf ("broker     %s, up %s\n", opts->conn.broker,
             s_duration (s_number (answer, "uptime_s"), a, sizeof (a)));
     printf ("queued     %.0f  (%s)\n", total, s_counts (queued, line, sizeof (line)));
     printf ("in flight  %s\n", s_cell (json_object_get (answer, "in_flight"), a, sizeof (a)));
@@ -765,20 +732,19 @@ client_query_main (int argc, char **argv)
     if (usage)
         return usage == 1? 0: usage;
     json_t *query = s_query (&opts);
+    if (!query) {
+        fprintf (stderr, "kgym %s: out of memory\n", opts.command);
+        return 1;
+    }
     client_kgym_config_t cfg;
     client_kgym_config_default (&cfg);
-    cfg.endpoint = opts.broker;
-    cfg.curve_secret = opts.curve_secret;
-    cfg.broker_key = opts.broker_key;
-    char err [512];
-    client_kgym_t *client = query? client_kgym_new_config (&cfg, err, sizeof (err)): NULL;
+    client_kgym_t *client = client_options_connect (&opts.conn, &cfg);
     if (!client) {
-        fprintf (stderr, "kgym %s: cannot connect to %s: %s\n", opts.command, opts.broker,
-                 query? err: "out of memory");
         json_decref (query);
         return 1;
     }
-    int timeout_ms = (int) (opts.timeout_s * 1000);
+    char err [512];
+    int timeout_ms = (int) (opts.conn.timeout_s * 1000);
     bool tty = isatty (STDOUT_FILENO);
     int rc = 0;
     for (unsigned round = 0; ; round++) {

@@ -14,6 +14,7 @@
 #include "client_submit.h"
 #include "client_format.h"
 #include "client_kgym.h"
+#include "client_options.h"
 #include "common_log.h"
 #include <getopt.h>
 #include <errno.h>
@@ -35,9 +36,7 @@
 
 //  Parsed options.
 typedef struct {
-    const char *broker;         //  --broker EP
-    double timeout_s;           //  --timeout S (eval.timeout), when given
-    bool timeout_given;
+    client_options_t conn;      //  --broker, CURVE, --timeout S (eval.timeout, when given)
     uint64_t seed;              //  --seed N (eval.seed), when given
     bool seed_given;
     const char *tag;            //  --tag T, or NULL
@@ -45,8 +44,6 @@ typedef struct {
     double connect_timeout_s;   //  --connect-timeout S: first contact
     double broker_timeout_s;    //  --broker-timeout S: a broker away (restarting) this long is lost
     const char *client_id;      //  --client-id ID, or NULL (random)
-    const char *curve_secret;   //  --curve-secret FILE, or NULL
-    const char *broker_key;     //  --broker-key FILE, or NULL
     uint32_t heartbeat_ms;      //  --heartbeat MS
     const char *batch;          //  --batch FILE|-, or NULL
     bool table;                 //  --profile: readable blocks (stdout, or stderr with --json)
@@ -226,8 +223,8 @@ s_make_job (const s_options_t *opts, json_t *task, json_t *candidate, json_t *li
     json_t *eval = json_object ();
     json_object_set_new (job, "task", task);
     json_object_set_new (job, "candidate", candidate);
-    if (opts->timeout_given)
-        json_object_set_new (eval, "timeout", json_real (opts->timeout_s));
+    if (opts->conn.timeout_given)
+        json_object_set_new (eval, "timeout", json_real (opts->conn.timeout_s));
     if (opts->seed_given)
         json_object_set_new (eval, "seed", json_integer ((json_int_t) opts->seed));
     json_object_set_new (job, "eval", eval);
@@ -572,13 +569,13 @@ static int
 s_parse (int argc, char **argv, s_options_t *opts)
 {
     memset (opts, 0, sizeof (*opts));
+    client_options_init (&opts->conn, "submit", 0);
     opts->window = 256;
     opts->connect_timeout_s = 10;
     opts->broker_timeout_s = 60;
     opts->heartbeat_ms = 1000;
     static const struct option options [] = {
-        { "broker", required_argument, NULL, 'b' },
-        { "timeout", required_argument, NULL, 't' },
+        CLIENT_OPTIONS_LONG,
         { "seed", required_argument, NULL, 's' },
         { "tag", required_argument, NULL, 'g' },
         { "window", required_argument, NULL, 'w' },
@@ -587,8 +584,6 @@ s_parse (int argc, char **argv, s_options_t *opts)
         { "broker-timeout", required_argument, NULL, 'T' },
         { "client-id", required_argument, NULL, 'i' },
         { "heartbeat", required_argument, NULL, 'H' },
-        { "curve-secret", required_argument, NULL, 'S' },
-        { "broker-key", required_argument, NULL, 'K' },
         { "profile", no_argument, NULL, 'p' },
         { "json", no_argument, NULL, 'j' },
         { "group", required_argument, NULL, 'G' },
@@ -600,47 +595,29 @@ s_parse (int argc, char **argv, s_options_t *opts)
     };
     optind = 0;                 //  glibc: start over, whoever parsed before
     int opt;
-    char *end;
+    long long value;
     while ((opt = getopt_long (argc, argv, "h", options, NULL)) != -1) {
-        errno = 0;
+        int taken = client_options_take (&opts->conn, opt, optarg);
+        if (taken < 0)
+            return 2;
+        if (taken)
+            continue;
         switch (opt) {
-            case 'b':
-                opts->broker = optarg;
-                break;
-            case 't':
             case 'c':
-            case 'T': {
-                double value = strtod (optarg, &end);
-                if (errno || end == optarg || *end || !(value > 0) || value > 86400) {
-                    fprintf (stderr, "kgym submit: --%s wants seconds in (0, 86400], not '%s'\n",
-                             opt == 't'? "timeout": opt == 'c'? "connect-timeout": "broker-timeout",
-                             optarg);
+                if (client_options_real ("submit", "--connect-timeout", optarg, 0, true, 86400,
+                                         "seconds", &opts->connect_timeout_s))
                     return 2;
-                }
-                if (opt == 't' && value > 3600) {
-                    fprintf (stderr, "kgym submit: --timeout wants seconds in (0, 3600]\n");
-                    return 2;
-                }
-                if (opt == 't') {
-                    opts->timeout_s = value;
-                    opts->timeout_given = true;
-                }
-                else
-                if (opt == 'c')
-                    opts->connect_timeout_s = value;
-                else
-                    opts->broker_timeout_s = value;
                 break;
-            }
-            case 'H': {
-                unsigned long value = strtoul (optarg, &end, 10);
-                if (errno || end == optarg || *end || optarg [0] == '-' || value < 10 || value > 60000) {
-                    fprintf (stderr, "kgym submit: --heartbeat wants 10..60000 ms, not '%s'\n", optarg);
+            case 'T':
+                if (client_options_real ("submit", "--broker-timeout", optarg, 0, true, 86400,
+                                         "seconds", &opts->broker_timeout_s))
                     return 2;
-                }
+                break;
+            case 'H':
+                if (client_options_int ("submit", "--heartbeat", optarg, 10, 60000, &value))
+                    return 2;
                 opts->heartbeat_ms = (uint32_t) value;
                 break;
-            }
             case 'i':
                 if (!*optarg || strlen (optarg) >= PROTO_MAX_STR) {
                     fprintf (stderr, "kgym submit: --client-id wants 1..%d bytes\n", PROTO_MAX_STR - 1);
@@ -648,22 +625,12 @@ s_parse (int argc, char **argv, s_options_t *opts)
                 }
                 opts->client_id = optarg;
                 break;
-            case 'S':
-                opts->curve_secret = optarg;
-                break;
-            case 'K':
-                opts->broker_key = optarg;
-                break;
-            case 's': {
-                unsigned long long value = strtoull (optarg, &end, 10);
-                if (errno || end == optarg || *end || optarg [0] == '-' || value > INT64_MAX) {
-                    fprintf (stderr, "kgym submit: --seed wants an integer 0..2^63-1, not '%s'\n", optarg);
+            case 's':
+                if (client_options_int ("submit", "--seed", optarg, 0, INT64_MAX, &value))
                     return 2;
-                }
-                opts->seed = value;
+                opts->seed = (uint64_t) value;
                 opts->seed_given = true;
                 break;
-            }
             case 'g':
                 if (strlen (optarg) > 256) {
                     fprintf (stderr, "kgym submit: --tag longer than 256 bytes\n");
@@ -683,17 +650,11 @@ s_parse (int argc, char **argv, s_options_t *opts)
                 else
                     opts->trajectory = optarg;
                 break;
-            case 'N': {
-                unsigned long value = strtoul (optarg, &end, 10);
-                if (errno || end == optarg || *end || optarg [0] == '-' || value < 1
-                ||  value > UINT32_MAX) {
-                    fprintf (stderr, "kgym submit: --group-size wants 1..%u, not '%s'\n",
-                             UINT32_MAX, optarg);
+            case 'N':
+                if (client_options_int ("submit", "--group-size", optarg, 1, UINT32_MAX, &value))
                     return 2;
-                }
                 opts->group_size = (uint32_t) value;
                 break;
-            }
             case 'C':
                 if (client_cache_policy_parse (optarg, &opts->cache)) {
                     fprintf (stderr, "kgym submit: --cache wants use, refresh or bypass, not '%s'\n",
@@ -707,15 +668,11 @@ s_parse (int argc, char **argv, s_options_t *opts)
             case 'j':
                 opts->json_lines = true;
                 break;
-            case 'w': {
-                unsigned long value = strtoul (optarg, &end, 10);
-                if (errno || end == optarg || *end || optarg [0] == '-' || value < 1 || value > 100000) {
-                    fprintf (stderr, "kgym submit: --window wants 1..100000, not '%s'\n", optarg);
+            case 'w':
+                if (client_options_int ("submit", "--window", optarg, 1, 100000, &value))
                     return 2;
-                }
                 opts->window = (uint32_t) value;
                 break;
-            }
             case 'B':
                 opts->batch = optarg;
                 break;
@@ -729,14 +686,8 @@ s_parse (int argc, char **argv, s_options_t *opts)
     }
     opts->paths = argv + optind;
     opts->npaths = argc - optind;
-    if (!opts->broker) {
-        fprintf (stderr, "kgym submit: --broker EP is required\n");
+    if (client_options_check (&opts->conn, true))
         return 2;
-    }
-    if (!opts->curve_secret != !opts->broker_key) {
-        fprintf (stderr, "kgym submit: --curve-secret and --broker-key go together\n");
-        return 2;
-    }
     if (opts->group_size && !opts->group) {
         fprintf (stderr, "kgym submit: --group-size goes with --group\n");
         return 2;
@@ -781,15 +732,12 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
 {
     client_kgym_config_t cfg;
     client_kgym_config_default (&cfg);
-    cfg.endpoint = opts->broker;
     cfg.client_id = opts->client_id;
-    cfg.curve_secret = opts->curve_secret;
-    cfg.broker_key = opts->broker_key;
     cfg.heartbeat_ms = opts->heartbeat_ms;
     char why [512];
-    client_kgym_t *client = client_kgym_new_config (&cfg, why, sizeof (why));
+    client_kgym_t *client = client_options_connect (&opts->conn, &cfg);
     if (!client) {
-        snprintf (err, errlen, "cannot connect to %s: %s", opts->broker, why);
+        err [0] = 0;            //  said
         return -1;
     }
     int rc = 0;
@@ -864,14 +812,14 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
             if (!client_kgym_heard (client)
             &&  s_now_ms () - run->started_ms > (int64_t) (opts->connect_timeout_s * 1000)) {
                 snprintf (err, errlen, "no reply from the broker at %s within %g s",
-                          opts->broker, opts->connect_timeout_s);
+                          opts->conn.broker, opts->connect_timeout_s);
                 rc = -1;
             }
             else
             if (client_kgym_heard (client)
             &&  client_kgym_silence_ms (client) > (int64_t) (silence_limit_s * 1000)) {
                 snprintf (err, errlen, "the broker at %s stopped answering (%g s)",
-                          opts->broker, silence_limit_s);
+                          opts->conn.broker, silence_limit_s);
                 rc = -1;
             }
             s_progress (run, source, false);
@@ -975,13 +923,17 @@ client_submit_main (int argc, char **argv)
     run.tty = isatty (STDERR_FILENO);
     run.failures = zhashx_new ();
     run.groups = zhashx_new ();
-    int rc = run.failures && run.groups? s_run (&run, &source, &opts, err, sizeof (err)): -1;
+    int rc = -1;
+    if (run.failures && run.groups)
+        rc = s_run (&run, &source, &opts, err, sizeof (err));
+    else
+        snprintf (err, sizeof (err), "out of memory");
     if (run.tty && run.submitted) {
         s_progress (&run, &source, true);
         fputc ('\n', stderr);
     }
-    if (rc)
-        fprintf (stderr, "kgym submit: %s\n", err [0]? err: "out of memory");
+    if (rc && err [0])          //  empty: said already
+        fprintf (stderr, "kgym submit: %s\n", err);
     for (size_t i = 0; i < run.maxlabels; i++)
         free (run.labels [i]);
     free (run.labels);

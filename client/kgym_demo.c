@@ -7,6 +7,7 @@
     (and a CUDA build) it grades the CUDA examples on it; otherwise the CPU
     examples on the CPU backend.
 */
+#include "kgym_demo.h"
 #include "kgym_cli.h"
 #include "client_kgym.h"
 #include "broker_server.h"
