@@ -22,14 +22,28 @@ typedef struct {
     const char *name;           //  --name NAME (keygen)
 } s_options_t;
 
+//  The usage of command ("drain", "fetch", "keygen"; anything else: all three).
 static void
-s_usage (FILE *out)
+s_usage (FILE *out, const char *command)
 {
-    fprintf (out,
-        "usage: kgym drain  --broker EP [--curve-secret FILE --broker-key FILE] [--timeout S] WORKER...\n"
-        "       kgym fetch  --broker EP --client-id ID [--job N | --tag T] [--curve-secret FILE\n"
-        "                   --broker-key FILE] [--timeout S]\n"
-        "       kgym keygen [--name NAME] PATH      (writes PATH and PATH_secret)\n");
+    bool all = !streq (command, "drain") && !streq (command, "fetch") && !streq (command, "keygen");
+    if (all || streq (command, "drain"))
+        fprintf (out,
+            "usage: kgym drain --broker EP [--curve-secret FILE --broker-key FILE] [--timeout S]\n"
+            "                  WORKER...\n"
+            "  each named worker finishes the jobs it holds, takes no new ones, and leaves\n");
+    if (all || streq (command, "fetch"))
+        fprintf (out,
+            "usage: kgym fetch --broker EP --client-id ID [--job N | --tag T]\n"
+            "                  [--curve-secret FILE --broker-key FILE] [--timeout S]\n"
+            "  the kept results of a client's jobs, one JSON line each; its waiting jobs stay\n");
+    if (all || streq (command, "keygen"))
+        fprintf (out,
+            "usage: kgym keygen [--name NAME] PATH\n"
+            "  a CURVE certificate pair: PATH (public) and PATH_secret (mode 0600)\n");
+    if (!streq (command, "keygen"))
+        fprintf (out, "  --broker defaults to $KGYM_BROKER; --timeout S: the wait for the reply"
+                      " (default 10)\n");
 }
 
 //  Parse; 0, 1 after --help, or 2 on a usage error (said on stderr).
@@ -68,10 +82,10 @@ s_parse (int argc, char **argv, s_options_t *opts)
                 break;
             }
             case 'h':
-                s_usage (stdout);
+                s_usage (stdout, argv [0]);
                 return 1;
             default:
-                s_usage (stderr);
+                s_usage (stderr, argv [0]);
                 return 2;
         }
     }
@@ -107,6 +121,12 @@ s_wait_done (client_kgym_t *client, const s_options_t *opts, const char *command
         if (event.type == CLIENT_EVENT_DONE && event.ref == ref) {
             *done = event;
             return 0;
+        }
+        if (event.type == CLIENT_EVENT_REFUSED) {
+            fprintf (stderr, "kgym %s: the broker at %s: %s\n", command, opts->conn.broker,
+                     event.reason);
+            client_event_clear (&event);
+            return 1;
         }
         if (event.type == CLIENT_EVENT_ERROR && (event.ref == ref || event.ref == 0)) {
             fprintf (stderr, "kgym %s: %s: broker error %u: %s\n", command, what, event.code,
@@ -217,7 +237,7 @@ int
 client_admin_main (int argc, char **argv)
 {
     if (argc < 1 || !argv [0]) {
-        s_usage (stderr);
+        s_usage (stderr, "");
         return 2;
     }
     if (streq (argv [0], "drain"))
@@ -226,6 +246,6 @@ client_admin_main (int argc, char **argv)
         return s_fetch (argc, argv);
     if (streq (argv [0], "keygen"))
         return s_keygen (argc, argv);
-    s_usage (stderr);
+    s_usage (stderr, "");
     return 2;
 }

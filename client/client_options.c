@@ -46,8 +46,17 @@ client_options_take (client_options_t *self, int opt, const char *arg)
 int
 client_options_check (client_options_t *self, bool require_broker)
 {
+    const char *from_env = getenv ("KGYM_BROKER");
+    if (!self->broker && from_env && *from_env)
+        self->broker = from_env;
     if (require_broker && !self->broker) {
-        fprintf (stderr, "kgym %s: --broker EP is required\n", self->command);
+        fprintf (stderr, "kgym %s: --broker EP is required (or $KGYM_BROKER)\n", self->command);
+        return 2;
+    }
+    char err [512];
+    if (self->broker && client_kgym_check_endpoint (self->broker, false, err, sizeof (err))) {
+        fprintf (stderr, "kgym %s: --broker%s: %s\n", self->command,
+                 self->broker == from_env? " (from $KGYM_BROKER)": "", err);
         return 2;
     }
     if (!self->curve_secret != !self->broker_key) {
@@ -64,6 +73,10 @@ client_options_connect (const client_options_t *self, client_kgym_config_t *cfg)
     cfg->curve_secret = self->curve_secret;
     cfg->broker_key = self->broker_key;
     char err [512];
+    if (client_kgym_check_endpoint (self->broker, true, err, sizeof (err))) {
+        fprintf (stderr, "kgym %s: %s\n", self->command, err);
+        return NULL;
+    }
     client_kgym_t *client = client_kgym_new_config (cfg, err, sizeof (err));
     if (!client)
         fprintf (stderr, "kgym %s: cannot connect to %s: %s\n", self->command, self->broker, err);

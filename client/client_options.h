@@ -2,7 +2,7 @@
 
     The connection options of submit, the queries (workers, stats, job,
     jobs, results, tasks, cache --broker) and the operators' commands
-    (drain, fetch): --broker EP, --curve-secret FILE
+    (drain, fetch): --broker EP (else $KGYM_BROKER), --curve-secret FILE
     --broker-key FILE, --timeout S. Each subcommand splices
     CLIENT_OPTIONS_LONG into its getopt_long table and hands every option
     to client_options_take first.
@@ -38,7 +38,7 @@
 
 typedef struct {
     const char *command;        //  the subcommand's name, for messages
-    const char *broker;         //  --broker EP
+    const char *broker;         //  --broker EP, else $KGYM_BROKER after check()
     const char *curve_secret;   //  --curve-secret FILE, or NULL
     const char *broker_key;     //  --broker-key FILE, or NULL
     double timeout_s;           //  --timeout S (the caller's default until given)
@@ -53,12 +53,15 @@ void client_options_init (client_options_t *self, const char *command, double ti
 //  on stderr: exit 2).
 int client_options_take (client_options_t *self, int opt, const char *arg);
 
-//  After parsing: a broker named (when required), the CURVE options
-//  together. 0, or 2 after a line on stderr.
+//  After parsing: the broker from $KGYM_BROKER when --broker was absent,
+//  then the checks: a broker named (when required), the CURVE options
+//  together, the endpoint well formed (client_kgym_check_endpoint). 0, or
+//  2 after a line on stderr.
 int client_options_check (client_options_t *self, bool require_broker);
 
 //  Connect with cfg (its endpoint and CURVE fields are set from self;
-//  the rest is the caller's). NULL after a line on stderr (exit 1).
+//  the rest is the caller's). The broker's host must resolve. NULL after
+//  a line on stderr (exit 1).
 client_kgym_t *client_options_connect (const client_options_t *self, client_kgym_config_t *cfg);
 
 //  An integer in [min, max]: 0, or -1 after "kgym COMMAND: OPTION wants an

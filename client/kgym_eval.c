@@ -8,10 +8,13 @@
 #include "kgym_cli.h"
 #include "client_kgym.h"
 #include "client_format.h"
+#include "client_options.h"
+#include "common_task.h"
 #include "worker_eval.h"
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void
 s_usage (FILE *out)
@@ -24,8 +27,18 @@ s_usage (FILE *out)
         "  with --json too, JSON lines on stdout and the blocks on stderr)\n");
 }
 
-int
-kgym_eval_main (int argc, char **argv)
+//  Parsed options.
+typedef struct {
+    json_t *eval;               //  eval overrides (owned)
+    bool table;                 //  --profile: the readable blocks
+    bool json_lines;            //  --json: with --profile, keep the JSON lines on stdout
+    const char *cache;          //  --cache PATH, or NULL
+} s_options_t;
+
+//  Parse into opts (its eval to release); 0, 1 after --help, or 2 on a
+//  usage error (said). optind is left at the operands.
+static int
+s_parse (int argc, char **argv, s_options_t *opts)
 {
     static struct option options[] = {
         { "timeout", required_argument, 0, 't' }, { "seed", required_argument, 0, 's' },
@@ -34,30 +47,59 @@ kgym_eval_main (int argc, char **argv)
         { "json", no_argument, 0, 'j' }, { "no-profile", no_argument, 0, 'P' },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
     };
-    json_t *eval = json_object ();
-    bool table = false, json_lines = false;
-    const char *cache = NULL;
+    memset (opts, 0, sizeof (*opts));
+    opts->eval = json_object ();
+    if (!opts->eval)
+        return 2;
+    double seconds;
+    long long number;
     int opt;
     optind = 1;
     while ((opt = getopt_long (argc, argv, "h", options, NULL)) != -1) {
         switch (opt) {
-            case 't': json_object_set_new (eval, "timeout", json_real (atof (optarg))); break;
-            case 's': json_object_set_new (eval, "seed", json_integer (strtoll (optarg, NULL, 10))); break;
-            case 'n': json_object_set_new (eval, "trials", json_integer (atoi (optarg))); break;
-            case 'k': json_object_set_new (eval, "check_only", json_true ()); break;
-            case 'c': cache = optarg; break;
-            case 'p': table = true; break;
-            case 'j': json_lines = true; break;
-            case 'P': json_object_set_new (eval, "profile", json_false ()); break;
-            case 'h': s_usage (stdout); json_decref (eval); return 0;
-            default: json_decref (eval); return 2;
+            case 't':
+                if (client_options_real ("eval", "--timeout", optarg, 0, true,
+                                         CLIENT_OPTIONS_MAX_TIMEOUT, "seconds", &seconds))
+                    return 2;
+                json_object_set_new (opts->eval, "timeout", json_real (seconds));
+                break;
+            case 's':
+                if (client_options_int ("eval", "--seed", optarg, 0, INT64_MAX, &number))
+                    return 2;
+                json_object_set_new (opts->eval, "seed", json_integer ((json_int_t) number));
+                break;
+            case 'n':
+                if (client_options_int ("eval", "--trials", optarg, 1, TASK_MAX_TRIALS, &number))
+                    return 2;
+                json_object_set_new (opts->eval, "trials", json_integer ((json_int_t) number));
+                break;
+            case 'k': json_object_set_new (opts->eval, "check_only", json_true ()); break;
+            case 'c': opts->cache = optarg; break;
+            case 'p': opts->table = true; break;
+            case 'j': opts->json_lines = true; break;
+            case 'P': json_object_set_new (opts->eval, "profile", json_false ()); break;
+            case 'h': s_usage (stdout); return 1;
+            default: s_usage (stderr); return 2;
         }
     }
     if (argc - optind < 2) {
         fprintf (stderr, "kgym eval: need a TASK and at least one CANDIDATE\n");
-        json_decref (eval);
         return 2;
     }
+    return 0;
+}
+
+int
+kgym_eval_main (int argc, char **argv)
+{
+    s_options_t opts;
+    int usage = s_parse (argc, argv, &opts);
+    json_t *eval = opts.eval;
+    if (usage) {
+        json_decref (eval);
+        return usage == 1? 0: usage;
+    }
+    bool table = opts.table, json_lines = opts.json_lines;
     json_t *task = kgym_cli_load (argv [optind], "task");
     if (!task) {
         json_decref (eval);
@@ -65,7 +107,7 @@ kgym_eval_main (int argc, char **argv)
     }
     worker_eval_config_t cfg;
     worker_eval_config_default (&cfg);
-    cfg.cache_path = cache;
+    cfg.cache_path = opts.cache;
     cfg.worker_name = "kgym-eval";
     char err [512] = "";
     worker_eval_t *evaluator = worker_eval_new (&cfg, err, sizeof err);

@@ -43,27 +43,32 @@ s_usage (FILE *out)
         "          (--profile: a readable block with feedback and per-kernel table instead;\n"
         "          with --json too, JSON lines on stdout and the blocks on stderr)\n"
         "  submit  --broker EP [--timeout S] [--seed N] [--group G [--group-size N]]\n"
-        "          [--trajectory X] [--cache use|refresh|bypass] TASK CANDIDATE...   (or --batch FILE)\n"
+        "          [--trajectory X] [--cache use|refresh|bypass] [--deadline S]\n"
+        "          TASK CANDIDATE...   (or --batch FILE|-)\n"
         "          grade through a broker; JSON lines in completion order (a result the\n"
         "          broker's cache answered has \"cached\": true)\n"
         "  compile [--arch sm_XX] [--cache PATH] TASK CANDIDATE...\n"
         "          compile without running; JSON lines with status, log and cache key\n"
-        "  demo    [--workers N] [--examples DIR]\n"
+        "  demo    [--workers N] [--examples DIR] [--backend cpu|cuda] [--timeout S]\n"
         "          start a broker and local workers, grade the bundled examples, print a table\n"
+        "          (exit 1 when a candidate misses its expected status)\n"
         "  cache   stats|clear [--cache PATH]   the local compile cache\n"
         "  cache   stats --broker EP [--json]   the broker's result cache\n"
         "  workers --broker EP [--json]        one row per worker: host, device, state, jobs, faults\n"
         "  stats   --broker EP [--json] [--watch [S]]   queue, workers, rates, pass and cache hit rates\n"
-        "  job     --broker EP ID              a job and its result (JSON line)\n"
+        "  job     --broker EP ID              a job and its result (JSON line; exit 1 if unknown)\n"
         "  jobs    --broker EP (--tag T | --group G | --trajectory X) [--limit N] [--results]\n"
         "  results --broker EP --task NAME [--limit N]   a task's latest results (JSON lines)\n"
         "  tasks   --broker EP [--band LO,HI] [--min-attempts N]   per-task statistics (JSON lines)\n"
         "          (job, jobs, results, tasks: --table for columns instead of JSON lines)\n"
         "  drain   --broker EP WORKER...   let workers finish their jobs, take no new ones, and leave\n"
         "  fetch   --broker EP --client-id ID [--job N | --tag T]   results the broker kept\n"
-
         "  keygen  [--name NAME] PATH      a CURVE certificate pair (PATH and PATH_secret)\n"
-        "  version\n");
+        "  version\n"
+        "kgym COMMAND --help: the command's own usage. --broker EP defaults to $KGYM_BROKER.\n"
+        "Exit status: 2 on a usage error; 1 with a one-line reason on stderr when the command\n"
+        "could not do its work (compile: a candidate did not compile; demo: a status not as\n"
+        "expected); else 0, whatever the kernels' verdicts.\n");
 }
 
 //  True when the arguments name a broker: `kgym cache` is then the
