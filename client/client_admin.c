@@ -128,6 +128,13 @@ s_wait_done (client_kgym_t *client, const s_options_t *opts, const char *command
             client_event_clear (&event);
             return 1;
         }
+        if (event.type == CLIENT_EVENT_ERROR && event.local && event.ref != ref) {
+            //  A kept result that does not decode: said, the fetch goes on.
+            fprintf (stderr, "kgym %s: job %llu: %s\n", command, (unsigned long long) event.job,
+                     event.reason);
+            client_event_clear (&event);
+            continue;
+        }
         if (event.type == CLIENT_EVENT_ERROR && (event.ref == ref || event.ref == 0)) {
             fprintf (stderr, "kgym %s: %s: broker error %u: %s\n", command, what, event.code,
                      event.reason);

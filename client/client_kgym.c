@@ -946,7 +946,8 @@ s_result_event (client_kgym_t *self, client_event_t *event)
     if (!json_is_object (result)) {
         event->type = CLIENT_EVENT_ERROR;
         event->code = PROTO_ERR_MALFORMED;
-        snprintf (event->reason, sizeof (event->reason), "result body: %s",
+        event->local = true;
+        snprintf (event->reason, sizeof (event->reason), "malformed result body: %s",
                   result? "not a map": why);
         json_decref (result);
         return;
@@ -1055,6 +1056,7 @@ s_handle_reply (client_kgym_t *self, client_event_t *event)
             else {
                 event->type = CLIENT_EVENT_ERROR;
                 event->code = PROTO_ERR_MALFORMED;
+                event->local = true;
                 snprintf (event->reason, sizeof (event->reason), "answer body: %s", why);
             }
             return true;
@@ -1068,6 +1070,7 @@ s_handle_reply (client_kgym_t *self, client_event_t *event)
             else {
                 event->type = CLIENT_EVENT_ERROR;
                 event->code = PROTO_ERR_MALFORMED;
+                event->local = true;
                 snprintf (event->reason, sizeof (event->reason), "summary of group %.64s: %s",
                           msg->group, why);
             }

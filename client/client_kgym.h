@@ -109,6 +109,8 @@ typedef struct {
     uint32_t code;              //  ERROR: proto_err_t; NOTICE: 503; REFUSED: the handshake
                                 //  failure's value (a ZAP status, a ZMTP protocol error)
     char reason [PROTO_MAX_STR];//  ERROR, NOTICE, REFUSED: why
+    bool local;                 //  ERROR: made here, not sent by the broker (a reply whose
+                                //  body did not decode: a malformed result is its job's end)
     double queue_s;             //  RESULT: seconds queued at the broker
     char worker [PROTO_MAX_STR];//  RESULT: worker name
     json_t *result;             //  RESULT: result object (owned by the event)
@@ -213,19 +215,22 @@ int client_kgym_query (client_kgym_t *self, uint64_t ref, json_t *query, char *e
 //  the answer map, or NULL with the reason in err (the broker's ERROR code
 //  and reason, no answer in time, interrupted). Sent again when the
 //  connection is made again meanwhile. Other events that come while it
-//  waits are kept for recv(), in their order.
+//  waits are kept for recv(), in their order; a REFUSED ends the wait (its
+//  reason in err).
 json_t *client_kgym_ask (client_kgym_t *self, json_t *query, int timeout_ms,
                          char *err, size_t errlen);
 
 //  Wait up to timeout_ms for the next reply. 0 with *event filled (release
 //  it with client_event_clear), or -1 when nothing came in time or the wait
-//  was interrupted. ERROR 503 comes as a NOTICE (the job stays pending, its
-//  result comes later); a failed security handshake as one REFUSED (again
-//  only after a handshake succeeded; one without detail only when it
-//  repeats). A RESULT or ANSWER whose body does not decode comes as
-//  an ERROR (code 400) carrying its ref (and job); a SUMMARY that does not
-//  as an ERROR 400 without a ref. An ANSWER to no query in flight (a
-//  second answer to a query sent again) is dropped as a duplicate.
+//  was interrupted. A RESULT whose body does not decode or is not a map
+//  comes as an ERROR 400 with local set, carrying its ref and job: that
+//  job's end (no other result of it is handed out). An ANSWER that does
+//  not decode is the same with its ref; a SUMMARY without a ref. ERROR 503
+//  comes as a NOTICE (the job stays pending, its result comes later); a
+//  failed security handshake as one REFUSED (again only after a handshake
+//  succeeded; one without detail only when it repeats). An ANSWER to no
+//  query in flight (a second answer to a query sent again) is dropped as a
+//  duplicate.
 int client_kgym_recv (client_kgym_t *self, int timeout_ms, client_event_t *event);
 
 //  Jobs submitted whose result has not come yet.

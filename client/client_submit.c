@@ -88,6 +88,7 @@ typedef struct {
     size_t inflight;            //  jobs sent without a result yet
     size_t accepted;            //  ACCEPTED seen
     size_t done;                //  results printed
+    size_t failed;              //  jobs that ended without a result of their own (s_fail_job)
     zhashx_t *failures;         //  status -> count (size_t stored in the pointer)
     uint64_t *refused;          //  refs the broker refused (busy), to send again
     size_t nrefused;            //  entries used
@@ -816,6 +817,39 @@ s_print_result (s_run_t *run, const s_options_t *opts, uint64_t ref, json_t *res
     return rc;
 }
 
+//  An ERROR that ends a job of this run without a result: a result body
+//  that did not decode (made here) or the broker refusing the job. The job
+//  gets its line all the same (status internal_error, the reason as its
+//  message; reward null, so no trainer learns from it), a line on stderr,
+//  and counts as failed; the run goes on.
+static int
+s_fail_job (s_run_t *run, const s_options_t *opts, const client_event_t *event,
+            char *err, size_t errlen)
+{
+    char message [PROTO_MAX_STR + 64];
+    if (event->local)
+        snprintf (message, sizeof (message), "the broker sent a result that could not be read (%s)",
+                  event->reason);
+    else
+        snprintf (message, sizeof (message), "the broker refused the job: error %u: %s",
+                  event->code, event->reason);
+    if (run->tty)
+        fprintf (stderr, "\r\033[K");
+    fprintf (stderr, "kgym submit: %s: %s\n", run->labels [event->ref], message);
+    json_t *result = json_pack ("{s:s, s:n, s:n, s:s}", "status", "internal_error", "reward",
+                                "speedup", "message", message);
+    if (!result) {
+        snprintf (err, errlen, "out of memory");
+        return -1;
+    }
+    if (event->job)
+        json_object_set_new (result, "job", json_integer ((json_int_t) event->job));
+    run->failed++;
+    int rc = s_print_result (run, opts, event->ref, result, err, errlen);
+    json_decref (result);
+    return rc;
+}
+
 //  A NOTICE (503: no worker serves the job's backend yet): said once per
 //  backend; the job stays in flight and its result comes later.
 static void
@@ -867,6 +901,8 @@ s_handle_event (s_run_t *run, const s_options_t *opts, client_event_t *event,
             }
             if (busy && event->ref)
                 return 0;           //  about a job already answered: nothing to do
+            if (ours)
+                return s_fail_job (run, opts, event, err, errlen);
             if (event->ref)
                 snprintf (err, errlen, "%s: broker error %u: %s", s_label (run, event->ref),
                           event->code, event->reason);
@@ -1016,6 +1052,11 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
         if (event.type == CLIENT_EVENT_SUMMARY)
             s_summary (run, event.group, event.summary);
         client_event_clear (&event);
+    }
+    if (rc == 0 && run->failed) {
+        snprintf (err, errlen, "%zu of %zu job(s) got no result of their own (said above; their"
+                  " lines have status internal_error)", run->failed, run->done);
+        rc = -1;
     }
     if (client_kgym_reconnects (client))
         fprintf (stderr, "kgym submit: reconnected %llu time(s); %llu duplicate repl%s dropped\n",

@@ -28,12 +28,16 @@
     again after a wait (100 ms doubling to 5 s). A job no connected worker
     serves (ERROR 503, a NOTICE) keeps waiting, the broker's reason said
     once per backend on stderr; its result comes later (a broker-made
-    internal_error when no worker joined in time). --deadline S bounds the
-    whole run: the jobs without a result by then are named on stderr. Exit
-    0 when every job got a result, whatever its status; 1 with a one-line
-    reason on stderr when it could not do its work (including a broker
-    silent for longer than --broker-timeout, a broker that refused the
-    handshake, a deadline passed); 2 on a usage error.
+    internal_error when no worker joined in time). A job that ends without
+    a result of its own (its result body does not decode or is not a map,
+    or the broker refused the job with an ERROR naming it) still gets its
+    line, status internal_error with the reason as message, and a line on
+    stderr; the run goes on. --deadline S bounds the whole run: the jobs
+    without a result by then are named on stderr. Exit 0 when every job
+    got a result, whatever its status; 1 with a one-line reason on stderr
+    when it could not do its work (including a job without a result of its
+    own, a broker silent for longer than --broker-timeout, a broker that
+    refused the handshake, a deadline passed); 2 on a usage error.
 */
 #ifndef CLIENT_SUBMIT_H
 #define CLIENT_SUBMIT_H

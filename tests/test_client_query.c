@@ -812,7 +812,8 @@ END_TEST
 //  Plays the broker: ACCEPTED and a RESULT per SUBMIT (the result carries
 //  the header's group, group_size, trajectory and cache; a job tagged
 //  "notice" gets ERROR 503 first and the broker-made internal_error result
-//  a broker sends when no worker joined), and per QUERY by
+//  a broker sends when no worker joined; one tagged "malformed" a body that
+//  is not msgpack, "notmap" one that is not a map), and per QUERY by
 //  its "what": "hello" -> a SUMMARY, then the ANSWER twice; "missing" ->
 //  ERROR 404 with the ref; "old" -> ERROR 401 without a ref, as an older
 //  broker; "silent" -> nothing. CANCEL -> DONE {count 1}.
@@ -869,6 +870,12 @@ s_fake_broker (zsock_t *pipe, void *args)
             json_decref (result);
             zframe_t *body = zframe_new (data, size);
             free (data);
+            //  Bodies a client must survive: not msgpack at all, not a map.
+            if (streq (in->tag, "malformed") || streq (in->tag, "notmap")) {
+                zframe_destroy (&body);
+                body = zframe_new (streq (in->tag, "malformed")? "\xc1\x93": "\x07",
+                                   streq (in->tag, "malformed")? 2: 1);
+            }
             proto_msg_reset (out, PROTO_RESULT);
             id = zframe_dup (to);
             proto_msg_set_routing_id (out, &id);
@@ -1111,6 +1118,69 @@ START_TEST (test_no_worker_notice_is_not_an_error)
 }
 END_TEST
 
+START_TEST (test_a_malformed_result_fails_its_job_only)
+{
+    zactor_t *fake = zactor_new (s_fake_broker, NULL);
+    char *endpoint = zstr_recv (fake);
+    //  The library: an ERROR 400 made here (local), with the job's ref and id.
+    client_kgym_t *client = client_kgym_new (endpoint);
+    char err [256];
+    unsigned char body [] = { 0x80 };
+    ck_assert_int_eq (client_kgym_submit_encoded (client, 1, "cpu", "notmap", body, 1, err,
+                                                  sizeof err), 0);
+    client_event_t event;
+    ck_assert_int_eq (client_kgym_recv (client, ASK_MS, &event), 0);
+    ck_assert_int_eq (event.type, CLIENT_EVENT_ACCEPTED);
+    uint64_t job = event.job;
+    ck_assert_int_eq (client_kgym_recv (client, ASK_MS, &event), 0);
+    ck_assert_int_eq (event.type, CLIENT_EVENT_ERROR);
+    ck_assert (event.local);
+    ck_assert_uint_eq (event.code, PROTO_ERR_MALFORMED);
+    ck_assert_uint_eq (event.ref, 1);
+    ck_assert_uint_eq (event.job, job);
+    ck_assert_msg (strstr (event.reason, "not a map"), "reason: %s", event.reason);
+    ck_assert_uint_eq (client_kgym_pending (client), 0);
+    client_kgym_destroy (&client);
+
+    //  kgym submit: three jobs, the second's result unreadable. All three
+    //  lines come, the bad one internal_error saying why; exit 1.
+    char *task = testutil_source_path ("examples/cpu/gelu_f32/task.json");
+    char path [128];
+    snprintf (path, sizeof path, "%s/batch.jsonl", s_dir);
+    FILE *file = fopen (path, "w");
+    ck_assert_ptr_nonnull (file);
+    const char *tags [] = { "one", "malformed", "three" };
+    for (int i = 0; i < 3; i++)
+        fprintf (file, "{\"task\": \"%s\", \"candidate\": {\"source\": \"%d\"}, \"tag\": \"%s\"}\n",
+                 task, i, tags [i]);
+    fclose (file);
+    char *out, *text;
+    int rc = testutil_kgym (s_dir, &out, &text, "submit", "--broker", endpoint, "--batch", path,
+                            "--window", "1", NULL);
+    ck_assert_msg (rc == 1, "kgym submit with a malformed result: exit %d (%s)", rc, text);
+    json_t *lines = s_json_lines (out);
+    ck_assert_msg (json_array_size (lines) == 3, "three lines, the batch went on: '%s'", out);
+    json_t *bad = s_line_with (lines, "candidate", "line 2");
+    ck_assert_msg (bad != NULL, "a line for the job with the bad result: '%s'", out);
+    ck_assert_str_eq (json_string_value (json_object_get (bad, "status")), "internal_error");
+    ck_assert (json_is_null (json_object_get (bad, "reward")));
+    ck_assert (json_is_integer (json_object_get (bad, "job")));
+    ck_assert_msg (strstr (json_string_value (json_object_get (bad, "message")) ?: "",
+                           "could not be read"), "its message: '%s'", out);
+    ck_assert_str_eq (json_string_value (json_object_get (s_line_with (lines, "candidate", "line 3"),
+                                                          "status")), "ok");
+    json_decref (lines);
+    ck_assert_msg (strstr (text, "line 2: the broker sent a result that could not be read")
+                   && strstr (text, "1 of 3 job(s) got no result of their own"),
+                   "stderr says which and how many: '%s'", text);
+    free (out);
+    free (text);
+    free (task);
+    zstr_free (&endpoint);
+    zactor_destroy (&fake);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -1120,6 +1190,7 @@ s_suite (void)
     tcase_add_checked_fixture (fake, s_dir_setup, s_dir_teardown);
     tcase_add_test (fake, test_ask_keeps_other_events_for_recv);
     tcase_add_test (fake, test_no_worker_notice_is_not_an_error);
+    tcase_add_test (fake, test_a_malformed_result_fails_its_job_only);
     suite_add_tcase (suite, fake);
     TCase *broker = tcase_create ("broker");
     tcase_set_timeout (broker, 240);
