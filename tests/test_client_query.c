@@ -1066,21 +1066,32 @@ s_count (const char *text, const char *needle)
     return count;
 }
 
+//  A client of the fake broker with one job (ref 1) tagged tag sent and
+//  ACCEPTED; its id into *job.
+static client_kgym_t *
+s_fake_client (const char *endpoint, const char *tag, uint64_t *job)
+{
+    client_kgym_t *client = client_kgym_new (endpoint);
+    ck_assert_ptr_nonnull (client);
+    char err [256];
+    unsigned char body [] = { 0x80 };
+    ck_assert_int_eq (client_kgym_submit_encoded (client, 1, "cpu", tag, body, 1, err, sizeof err), 0);
+    client_event_t event;
+    ck_assert_int_eq (client_kgym_recv (client, ASK_MS, &event), 0);
+    ck_assert_int_eq (event.type, CLIENT_EVENT_ACCEPTED);
+    *job = event.job;
+    return client;
+}
+
 START_TEST (test_no_worker_notice_is_not_an_error)
 {
     zactor_t *fake = zactor_new (s_fake_broker, NULL);
     char *endpoint = zstr_recv (fake);
     //  The library: a NOTICE with the job's backend, the job still pending;
     //  its (broker-made) result after.
-    client_kgym_t *client = client_kgym_new (endpoint);
-    char err [256];
-    unsigned char body [] = { 0x80 };
-    ck_assert_int_eq (client_kgym_submit_encoded (client, 1, "cpu", "notice", body, 1, err,
-                                                  sizeof err), 0);
+    uint64_t job;
+    client_kgym_t *client = s_fake_client (endpoint, "notice", &job);
     client_event_t event;
-    ck_assert_int_eq (client_kgym_recv (client, ASK_MS, &event), 0);
-    ck_assert_int_eq (event.type, CLIENT_EVENT_ACCEPTED);
-    uint64_t job = event.job;
     ck_assert_int_eq (client_kgym_recv (client, ASK_MS, &event), 0);
     ck_assert_msg (event.type == CLIENT_EVENT_NOTICE, "503 came as event %d, not a NOTICE", event.type);
     ck_assert_uint_eq (event.code, CLIENT_NOTICE_NO_WORKER);
@@ -1123,15 +1134,9 @@ START_TEST (test_a_malformed_result_fails_its_job_only)
     zactor_t *fake = zactor_new (s_fake_broker, NULL);
     char *endpoint = zstr_recv (fake);
     //  The library: an ERROR 400 made here (local), with the job's ref and id.
-    client_kgym_t *client = client_kgym_new (endpoint);
-    char err [256];
-    unsigned char body [] = { 0x80 };
-    ck_assert_int_eq (client_kgym_submit_encoded (client, 1, "cpu", "notmap", body, 1, err,
-                                                  sizeof err), 0);
+    uint64_t job;
+    client_kgym_t *client = s_fake_client (endpoint, "notmap", &job);
     client_event_t event;
-    ck_assert_int_eq (client_kgym_recv (client, ASK_MS, &event), 0);
-    ck_assert_int_eq (event.type, CLIENT_EVENT_ACCEPTED);
-    uint64_t job = event.job;
     ck_assert_int_eq (client_kgym_recv (client, ASK_MS, &event), 0);
     ck_assert_int_eq (event.type, CLIENT_EVENT_ERROR);
     ck_assert (event.local);
