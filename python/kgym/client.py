@@ -58,8 +58,10 @@ liveness * heartbeat_s, the client closes its socket and connects a fresh
 one (a new peer to the broker), resubmits the jobs that were not yet
 ACCEPTED, and fails the accepted ones as internal_error "broker_lost"
 (their results would go to the old connection), or resubmits those too
-with resubmit_accepted=True. After give_up_s of silence every pending job
-fails as "broker_lost".
+with resubmit_accepted=True: SUBMIT carries this process's client id and
+retry 1, and the broker answers a job it still has from what it stored
+(ACCEPTED with the same job id, then its RESULT; docs/protocol.md 7.3).
+After give_up_s of silence every pending job fails as "broker_lost".
 """
 
 import asyncio
