@@ -521,7 +521,7 @@ class _IO:
         self.link_up = False            # the current socket completed a handshake
         self.ever_up = False            # some socket of this I/O did, or the broker was heard
         self.link_error = None          # (error, message): why nothing reaches the broker now
-        self.unserved_backends = set()  # backends whose ERROR 503 was logged (until served)
+        self.unserved_backends = set()  # backends (or ref-less reasons) whose 503 was logged
         self.counts = dict(submitted=0, accepted_total=0, completed=0, timeouts=0, cancelled=0,
                            late_results=0, stray=0, malformed=0, reconnects=0, resubmitted=0,
                            overloaded=0, cancel_sent=0, cancel_done=0, cancel_missed=0,
@@ -1001,7 +1001,10 @@ class _IO:
         stays queued (a worker may join; past the broker's grace period the
         broker answers it internal_error), so only say so: once per backend
         in the log, on the job's future, and to on_unserved."""
-        if job is None:
+        if job is None:         # a job no one waits for (cancelled, timed out), or no ref
+            if not W.header_int(header, "ref") and reason not in self.unserved_backends:
+                self.unserved_backends.add(reason)
+                log.warning("kgym: the broker at %s: %s", self.cfg["endpoint"], reason)
             return
         job.job_id = W.header_int(header, "job") or job.job_id
         if job.job_id:

@@ -15,7 +15,8 @@ A request the server cannot use is answered 400 (not JSON, no query, no
 labels, lengths that differ), 411/413 (no length, or over --max-body-mb);
 a batch kgym's infrastructure failed, with --infra-score raise (the
 default), 503 with the reason as {"error": ...}, logged once. Each request
-runs on its own thread; the client bounds the jobs in flight.
+runs on its own thread (one that stops sending for 120 s is dropped); the
+client bounds the jobs in flight.
 """
 
 import argparse
@@ -99,6 +100,7 @@ class RewardServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            timeout = 120           # a peer that stops sending frees its thread
 
             def log_message(self, fmt, *args):       # the kgym logger, not stderr
                 log.debug("kgym.serve_rm: %s - %s", self.address_string(), fmt % args)
