@@ -1,20 +1,15 @@
 /*  kgym_compile - `kgym compile`: compile candidates without running them.
 
     A thin front: parse options, load the task, then per candidate parse,
-    check against the task and compile through the backend's compiler
-    class (cuda_nvrtc or cpu_cc), printing one JSON line each.
+    check against the task and compile through the task's backend
+    (worker_backend.h: its compile), printing one JSON line each.
 */
 #include "kgym_compile.h"
 #include "kgym_config.h"
 #include "client_options.h"
 #include "common_task.h"
 #include "worker_cache.h"
-#include "cpu_cc.h"
-#include "sandbox.h"
-#if KGYM_HAVE_CUDA
-#include "cuda_backend.h"
-#include "cuda_nvrtc.h"
-#endif
+#include "worker_registry.h"
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -47,55 +42,6 @@ s_print (const char *candidate, const char *status, const char *log, const char 
     fflush (stdout);
     free (text);
     json_decref (line);
-}
-
-//  Compile one candidate of a cuda task. Returns true when it compiled.
-static bool
-s_compile_cuda (worker_cache_t *cache, const char *path, const common_program_t *prog,
-                const char *arch, double timeout_s)
-{
-#if KGYM_HAVE_CUDA
-    cuda_nvrtc_result_t res;
-    char err [512] = "";
-    int rc = cuda_nvrtc_compile (cache, prog->lang, "candidate.cu", prog->source, prog->options,
-                                   prog->noptions, arch, timeout_s, &res, err, sizeof err);
-    const char *status = rc == NVRTC_OK? "ok": rc == NVRTC_COMPILE_ERROR || rc == NVRTC_TIMEOUT
-                       ? "compile_error": rc == NVRTC_INVALID? "invalid": "internal_error";
-    const char *log = rc == NVRTC_OK || rc == NVRTC_COMPILE_ERROR? res.log: err;
-    s_print (path, status, log, res.key, res.cache_hit, res.seconds, arch);
-    cuda_nvrtc_result_free (&res);
-    return rc == NVRTC_OK;
-#else
-    (void) cache; (void) prog; (void) timeout_s;
-    s_print (path, "invalid", "this build has no CUDA backend", "", false, 0, arch);
-    return false;
-#endif
-}
-
-static bool
-s_compile_cpu (worker_cache_t *cache, const char *path, const common_program_t *prog, double timeout_s)
-{
-    char err [512] = "";
-    if (cpu_cc_check_options (prog->options, prog->noptions, err, sizeof err)) {
-        s_print (path, "invalid", err, "", false, 0, NULL);
-        return false;
-    }
-    sandbox_config_t sandbox;
-    sandbox_config_default (&sandbox);
-    cpu_cc_result_t res;
-    memset (&res, 0, sizeof res);
-    int rc = cpu_cc_compile (cache, &sandbox, prog->source, prog->options, prog->noptions,
-                                timeout_s, &res, err, sizeof err);
-    const char *status = rc == 0? "ok": rc == 1 || rc == 2? "compile_error": "internal_error";
-    char timeout_log [64];
-    const char *log = rc == 0 || rc == 1? res.log: err;
-    if (rc == 2 && !*err) {
-        snprintf (timeout_log, sizeof timeout_log, "compile timed out after %g s", timeout_s);
-        log = timeout_log;
-    }
-    s_print (path, status, log, res.key, res.cache_hit, res.seconds, NULL);
-    cpu_cc_result_free (&res);
-    return rc == 0;
 }
 
 int
@@ -156,25 +102,14 @@ kgym_compile_main (int argc, char **argv)
         free (candidates);
         return 2;
     }
-    bool cuda = strcmp (task->backend, "cuda") == 0;
-    char probed [16] = "sm_90";
-#if KGYM_HAVE_CUDA
-    if (cuda && arch && cuda_nvrtc_check_arch (arch)) {
-        fprintf (stderr, "kgym compile: --arch '%s' is not of the form sm_XX\n", arch);
+    const worker_backend_t *backend = worker_registry_find (task->backend, task->reference.lang);
+    if (!backend) {
+        fprintf (stderr, "kgym compile: %s: no backend of this build compiles '%s' programs for '%s'\n",
+                 task_path, task->reference.lang? task->reference.lang: "?", task->backend);
         common_task_destroy (&task);
         free (candidates);
         return 2;
     }
-    //  The GPU's own arch, asked of a runner so this process stays free of CUDA.
-    if (cuda && !arch) {
-        char why [256];
-        if (cuda_backend_probe (0, probed, sizeof probed, NULL, why, sizeof why) != 0)
-            snprintf (probed, sizeof probed, "sm_90");
-    }
-#endif
-    if (cuda && !arch)
-        arch = probed;
-
     char *path = worker_cache_default_path (cache_path);
     worker_cache_t *cache = path? worker_cache_new (path, WORKER_CACHE_DEFAULT_MAX, err, sizeof err): NULL;
     if (!cache)
@@ -187,14 +122,19 @@ kgym_compile_main (int argc, char **argv)
         common_program_t *prog = json? common_program_from_json (json, task->backend, err, sizeof err): NULL;
         json_decref (json);
         if (!prog || common_program_check (task, prog, err, sizeof err)) {
-            s_print (candidates [i], "invalid", err, "", false, 0, cuda? arch: NULL);
+            s_print (candidates [i], "invalid", err, "", false, 0, arch);
             common_program_destroy (&prog);
             all_ok = false;
             continue;
         }
-        bool ok = cuda? s_compile_cuda (cache, candidates [i], prog, arch, timeout_s)
-                      : s_compile_cpu (cache, candidates [i], prog, timeout_s);
-        all_ok &= ok;
+        worker_compile_t res;
+        memset (&res, 0, sizeof res);
+        if (backend->compile)
+            backend->compile (cache, prog, arch, timeout_s, &res);
+        s_print (candidates [i], worker_status_name (res.status), res.log, res.key, res.cache_hit,
+                 res.seconds, res.target [0]? res.target: NULL);
+        all_ok &= res.status == STATUS_OK;
+        worker_compile_clear (&res);
         common_program_destroy (&prog);
     }
     worker_cache_destroy (&cache);

@@ -13,6 +13,7 @@
 #include "client_kgym.h"
 #include "broker_server.h"
 #include "worker_server.h"
+#include "worker_registry.h"
 #include "common_log.h"
 #include "kgym_config.h"
 #include <dirent.h>
@@ -182,8 +183,8 @@ static void
 s_usage (FILE *out)
 {
     fprintf (out,
-        "usage: kgym demo [--workers N] [--examples DIR] [--backend cpu|cuda] [--timeout S]\n"
-        "  start a broker and local workers (N: 1..%d CPU workers, default 2), grade the bundled\n"
+        "usage: kgym demo [--workers N] [--examples DIR] [--backend TARGET] [--timeout S]\n"
+        "  start a broker and local workers (N: 1..%d CPU workers, default 1), grade the bundled\n"
         "  examples, print a table; exit 1 when a candidate misses its expected status\n",
         DEMO_MAX_WORKERS);
 }
@@ -196,7 +197,7 @@ kgym_demo_main (int argc, char **argv)
         { "backend", required_argument, 0, 'b' }, { "timeout", required_argument, 0, 't' },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
     };
-    int nworkers = 2;
+    int nworkers = 1;          //  each takes a slot per core but one
     const char *examples = NULL, *backend = NULL;
     double timeout = 2.0;
     long long number;
@@ -245,7 +246,8 @@ kgym_demo_main (int argc, char **argv)
     char *client_ep = zstr_recv (broker);
     char *worker_ep = zstr_recv (broker);
 
-    //  A GPU worker when this host has a GPU the CUDA backend can use.
+    //  A GPU backend's worker when this host has a device it can use (the
+    //  registry's order), else the CPU backend's workers.
     zactor_t *workers [DEMO_MAX_WORKERS + 1] = { NULL };
     int started = 0;
     worker_config_t wcfg;
@@ -253,29 +255,39 @@ kgym_demo_main (int argc, char **argv)
     wcfg.broker_endpoint = worker_ep;
     wcfg.heartbeat_ms = 500;
     char err [512] = "";
-    if (!backend || strcmp (backend, "cuda") == 0) {
-        if (KGYM_HAVE_CUDA) {
-            wcfg.backend = "cuda";
-            wcfg.name = "demo-gpu0";
-            worker_server_t *server = worker_server_new (&wcfg, err, sizeof err);
-            if (server) {
-                printf ("kgym demo: grading on %s\n", worker_server_device (server));
-                workers [started++] = zactor_new (worker_server_actor, server);
-                backend = "cuda";
-            }
+    const worker_backend_t *const *all = worker_registry_all ();
+    for (size_t i = 0; all [i] && !started; i++) {
+        const char *target = all [i]->info.targets [0];
+        if (!all [i]->device_ordinal || (backend && strcmp (backend, target) != 0))
+            continue;
+        wcfg.backend = target;
+        wcfg.name = "demo-gpu0";
+        worker_server_t *server = worker_server_new (&wcfg, err, sizeof err);
+        if (server) {
+            printf ("kgym demo: grading on %s\n", worker_server_device (server));
+            workers [started++] = zactor_new (worker_server_actor, server);
+            backend = target;
         }
-        if (!started) {
-            if (backend && strcmp (backend, "cuda") == 0) {
-                fprintf (stderr, "kgym demo: no usable GPU: %s\n", err [0]? err: "no CUDA backend in this build");
-                goto fail;
-            }
-            backend = "cpu";
-            printf ("kgym demo: no GPU found (%s); grading the CPU examples on the CPU backend\n",
-                    err [0]? err: "no CUDA backend in this build");
+        else
+        if (backend) {
+            fprintf (stderr, "kgym demo: no usable device for %s: %s\n", target, err);
+            goto fail;
         }
     }
-    if (strcmp (backend, "cpu") == 0) {
-        wcfg.backend = "cpu";
+    if (!started) {
+        const char *cpu = NULL;
+        for (size_t i = 0; all [i] && !cpu; i++)
+            if (!all [i]->device_ordinal && (!backend || strcmp (backend, all [i]->info.targets [0]) == 0))
+                cpu = all [i]->info.targets [0];
+        if (!cpu) {
+            fprintf (stderr, "kgym demo: this build has no backend '%s'\n", backend? backend: "cpu");
+            goto fail;
+        }
+        if (!backend)
+            printf ("kgym demo: no GPU found (%s); grading the %s examples on the %s backend\n",
+                    err [0]? err: "no GPU backend in this build", cpu, cpu);
+        backend = cpu;
+        wcfg.backend = cpu;
         for (int i = 0; i < nworkers; i++) {
             char name [32];
             snprintf (name, sizeof name, "demo-cpu%d", i);
@@ -286,7 +298,8 @@ kgym_demo_main (int argc, char **argv)
                 goto fail;
             }
             if (i == 0)
-                printf ("kgym demo: %d CPU workers on %s\n", nworkers, worker_server_device (server));
+                printf ("kgym demo: %d CPU worker%s on %s\n", nworkers, nworkers == 1? "": "s",
+                        worker_server_device (server));
             workers [started++] = zactor_new (worker_server_actor, server);
         }
     }

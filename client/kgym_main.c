@@ -17,6 +17,7 @@
     (kgym_eval, kgym_cache, kgym_compile, kgym_demo, client_submit,
     client_query, client_admin).
 */
+#include "worker_registry.h"
 #include "client_submit.h"
 #include "client_admin.h"
 #include "client_query.h"
@@ -49,7 +50,7 @@ s_usage (FILE *out)
         "          broker's cache answered has \"cached\": true)\n"
         "  compile [--arch sm_XX] [--cache PATH] TASK CANDIDATE...\n"
         "          compile without running; JSON lines with status, log and cache key\n"
-        "  demo    [--workers N] [--examples DIR] [--backend cpu|cuda] [--timeout S]\n"
+        "  demo    [--workers N] [--examples DIR] [--backend TARGET] [--timeout S]\n"
         "          start a broker and local workers, grade the bundled examples, print a table\n"
         "          (exit 1 when a candidate misses its expected status)\n"
         "  cache   stats|clear [--cache PATH]   the local compile cache\n"
@@ -95,6 +96,8 @@ main (int argc, char **argv)
     const char *command = argv [1];
     //  eval and demo run sandboxes: reap what they orphan, even where PID 1 does not.
     prctl (PR_SET_CHILD_SUBREAPER, 1);
+    //  Tasks are parsed against the backends this build has.
+    worker_registry_all ();
     if (streq (command, "eval"))
         return kgym_eval_main (argc - 1, argv + 1);
     if (streq (command, "submit"))

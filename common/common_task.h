@@ -67,7 +67,7 @@ typedef struct {
 //  A candidate, reference or baseline: source plus how to launch it.
 typedef struct {
     char *source;               //  C or CUDA C (or PTX when lang is "ptx")
-    char *lang;                 //  "c", "cuda" or "ptx"; default from backend
+    char *lang;                 //  "c", "cuda", "ptx"...; default: the backend's first (NULL only without a catalog, common_backend)
     char **options;             //  compiler options, checked by the backend
     size_t noptions;            //  entries in options
     char *workspace;            //  expression for scratch bytes, NULL = none
@@ -92,7 +92,8 @@ typedef struct {
     common_size_t *sizes;       //  test sizes
     size_t nsizes;              //  entries in sizes
     size_t timing_size;         //  index into sizes for timing
-    double atol, rtol;          //  tolerance (defaults 1e-5, 1e-5)
+    double atol, rtol;          //  tolerance (defaults 1e-5, 1e-5); integers compare exactly as integers
+    bool exact;                 //  tolerance.exact: outputs must equal the reference's bit for bit
     common_program_t reference; //  required
     common_program_t *baseline; //  optional; NULL = time against reference
     char *bytes_expr;           //  "bytes": bytes moved, for the roofline; NULL when absent

@@ -3,6 +3,19 @@
     with a reason naming its path; layouts compute sizes, geometry and args
     and refuse negative dims, overflow, huge tensors and empty blocks.  */
 #include "testutil.h"
+#include "common_backend.h"
+
+//  The task format's view of two backends like the worker's (common tests
+//  do not link the worker's registry).
+static const common_backend_info_t s_cpu = { "cpu", { "cpu" }, { "c" } };
+static const common_backend_info_t s_cuda = { "cuda", { "cuda" }, { "cuda", "ptx" } };
+static const common_backend_info_t *const s_catalog [] = { &s_cpu, &s_cuda, NULL };
+
+static void
+s_install_catalog (void)
+{
+    common_backend_install (s_catalog);
+}
 #include "common_task.h"
 #include <math.h>
 #include <stdio.h>
@@ -762,11 +775,53 @@ START_TEST (test_json_load_file)
 }
 END_TEST
 
+//  Without a catalog (a client that only sends jobs) any well-formed backend
+//  and language pass; a missing lang stays unset for the worker to fill.
+START_TEST (test_no_catalog_is_lenient)
+{
+    common_backend_install (NULL);
+    char err [512] = "";
+    json_t *json = json_loads ("{\"name\": \"t\", \"backend\": \"tpu\","
+        " \"args\": [{\"name\": \"y\", \"kind\": \"output\", \"dtype\": \"f32\", \"shape\": [4]}],"
+        " \"sizes\": [{}], \"reference\": {\"source\": \"x\", \"lang\": \"jax\","
+        " \"launches\": [{\"kernel\": \"k\"}]}}", 0, NULL);
+    common_task_t *task = common_task_from_json (json, err, sizeof err);
+    ck_assert_msg (task != NULL, "%s", err);
+    ck_assert_str_eq (task->backend, "tpu");
+    ck_assert_str_eq (task->reference.lang, "jax");
+    common_task_destroy (&task);
+    json_object_del (json_object_get (json, "reference"), "lang");
+    task = common_task_from_json (json, err, sizeof err);
+    ck_assert_msg (task != NULL, "%s", err);
+    ck_assert_ptr_null (task->reference.lang);
+    common_task_destroy (&task);
+    json_decref (json);
+    s_install_catalog ();
+}
+END_TEST
+
+//  The targets and languages of the catalog, as the messages list them.
+START_TEST (test_catalog_lists)
+{
+    char buf [128];
+    ck_assert_str_eq (common_backend_list (NULL, false, buf, sizeof buf), "cpu, cuda");
+    ck_assert_str_eq (common_backend_list ("cuda", true, buf, sizeof buf), "cuda, ptx");
+    ck_assert_str_eq (common_backend_list (NULL, true, buf, sizeof buf), "c, cuda, ptx");
+    ck_assert_str_eq (common_backend_default_lang ("cpu"), "c");
+    ck_assert_ptr_null (common_backend_default_lang ("tpu"));
+    ck_assert_ptr_null (common_backend_find ("cpu", "cuda"));
+    ck_assert_str_eq (common_backend_find ("cuda", "ptx")->name, "cuda");
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
     Suite *suite = suite_create ("common_task");
     TCase *tc = tcase_create ("core");
+    tcase_add_checked_fixture (tc, s_install_catalog, NULL);
+    tcase_add_test (tc, test_no_catalog_is_lenient);
+    tcase_add_test (tc, test_catalog_lists);
     tcase_add_test (tc, test_example_task);
     tcase_add_test (tc, test_example_job);
     tcase_add_test (tc, test_eval_reward_values);

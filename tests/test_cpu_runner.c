@@ -111,7 +111,7 @@ s_call (cpu_runner_t *runner, const char *kernel, double timeout_s, int **out_p)
     req->launches [0].nargs = 1;
     req->launches [0].args [0] = 0;
     cpu_run_outcome_t run;
-    ck_assert_int_eq (cpu_runner_run (runner, req, timeout_s, &run), 0);
+    ck_assert_int_eq (cpu_runner_run (runner, req, timeout_s, 0, &run), 0);
     free (req);
     if (out_p)
         *out_p = out;
@@ -179,7 +179,7 @@ START_TEST (test_scale_right)
             req->launches [l].args [k] = k;
     }
     cpu_run_outcome_t run;
-    ck_assert_int_eq (cpu_runner_run (runner, req, 10.0, &run), 0);
+    ck_assert_int_eq (cpu_runner_run (runner, req, 10.0, 0, &run), 0);
     ck_assert_msg (run.status == RUN_OK, "expected RUN_OK, got %d: %s", run.status, run.message);
     const float *y = (const float *) ((const uint8_t *) shm + 8192);
     for (int i = 0; i < n; i++)
@@ -193,7 +193,7 @@ START_TEST (test_scale_right)
         shm [i] = 1.0f;
     req->args [1].offset = (1 << 20) - 4096;
     req->args [3].bits = 1000;
-    ck_assert_int_eq (cpu_runner_run (runner, req, 10.0, &run), 0);
+    ck_assert_int_eq (cpu_runner_run (runner, req, 10.0, 0, &run), 0);
     ck_assert_int_eq (run.status, RUN_OK);
     y = (const float *) ((const uint8_t *) shm + (1 << 20) - 4096);
     ck_assert (y [0] == 3.0f && y [999] == 3.0f);
@@ -244,7 +244,7 @@ START_TEST (test_infinite_loop_times_out)
     //  A dead runner refuses further requests.
     runner_request_t *req = calloc (1, sizeof *req);
     cpu_run_outcome_t again;
-    ck_assert_int_eq (cpu_runner_run (runner, req, 1.0, &again), -1);
+    ck_assert_int_eq (cpu_runner_run (runner, req, 1.0, 0, &again), -1);
     free (req);
     s_destroy_and_check (&runner);
     //  The next runner works.
@@ -435,22 +435,22 @@ START_TEST (test_bad_offsets_refused)
     snprintf (req->launches [0].kernel, RUNNER_MAX_SYMBOL, "add_one");
     req->launches [0].nargs = 1;
     cpu_run_outcome_t run;
-    ck_assert_int_eq (cpu_runner_run (runner, req, 5.0, &run), 0);
+    ck_assert_int_eq (cpu_runner_run (runner, req, 5.0, 0, &run), 0);
     ck_assert_int_eq (run.status, RUN_ERROR);
     ck_assert_int_eq (run.runner_status, RUNNER_BAD_REQUEST);
     req->args [0].offset = 4096;        //  one past the end
-    ck_assert_int_eq (cpu_runner_run (runner, req, 5.0, &run), 0);
+    ck_assert_int_eq (cpu_runner_run (runner, req, 5.0, 0, &run), 0);
     ck_assert_int_eq (run.runner_status, RUNNER_BAD_REQUEST);
     req->args [0].offset = 0;
     req->launches [0].args [0] = 7;     //  names an arg that is not there
-    ck_assert_int_eq (cpu_runner_run (runner, req, 5.0, &run), 0);
+    ck_assert_int_eq (cpu_runner_run (runner, req, 5.0, 0, &run), 0);
     ck_assert_int_eq (run.runner_status, RUNNER_BAD_REQUEST);
     req->launches [0].args [0] = 0;
     req->nlaunches = RUNNER_MAX_LAUNCHES + 1;
-    ck_assert_int_eq (cpu_runner_run (runner, req, 5.0, &run), 0);
+    ck_assert_int_eq (cpu_runner_run (runner, req, 5.0, 0, &run), 0);
     ck_assert_int_eq (run.runner_status, RUNNER_BAD_REQUEST);
     req->nlaunches = 1;
-    ck_assert_int_eq (cpu_runner_run (runner, req, 5.0, &run), 0);
+    ck_assert_int_eq (cpu_runner_run (runner, req, 5.0, 0, &run), 0);
     ck_assert_int_eq (run.status, RUN_OK);
     free (req);
     s_destroy_and_check (&runner);
@@ -552,7 +552,7 @@ s_thread_body (void *arg)
         req->launches [0].nargs = 1;
         cpu_run_outcome_t run;
         out [0] = 41;
-        if (cpu_runner_run (runner, req, 10.0, &run) != 0 || run.status != RUN_OK || out [0] != 42)
+        if (cpu_runner_run (runner, req, 10.0, 0, &run) != 0 || run.status != RUN_OK || out [0] != 42)
             (*failures)++;
         free (req);
         cpu_runner_destroy (&runner);

@@ -71,17 +71,26 @@ s_drain (cpu_runner_t *self)
     }
 }
 
-//  Wait for one reply until deadline. 0 got it, 1 timed out, -1 EOF or
-//  error, -2 malformed.
+uint64_t cpu_runner_cpu_ns (cpu_runner_t *self);
+
+//  Wait for one reply until deadline, or until the runner's CPU clock passes
+//  cpu_deadline (0: no such limit; checked every CPU_POLL_MS). 0 got it, 1
+//  timed out, 2 over its CPU time, -1 EOF or error, -2 malformed.
+#define CPU_POLL_MS 20
 static int
-s_wait_reply (cpu_runner_t *self, uint64_t deadline, runner_reply_t *reply)
+s_wait_reply_cpu (cpu_runner_t *self, uint64_t deadline, uint64_t cpu_deadline,
+                  runner_reply_t *reply)
 {
     for (;;) {
         uint64_t now = common_now_ns ();
         if (now >= deadline)
             return 1;
+        if (cpu_deadline && cpu_runner_cpu_ns (self) > cpu_deadline)
+            return 2;
         struct pollfd pfd = { .fd = self->sock, .events = POLLIN };
         int ms = (int) ((deadline - now + 999999) / 1000000);
+        if (cpu_deadline && ms > CPU_POLL_MS)
+            ms = CPU_POLL_MS;
         int rc = poll (&pfd, 1, ms);
         if (rc < 0 && errno != EINTR)
             return -1;
@@ -100,6 +109,12 @@ s_wait_reply (cpu_runner_t *self, uint64_t deadline, runner_reply_t *reply)
         if (pfd.revents & (POLLHUP | POLLERR | POLLNVAL))
             return -1;
     }
+}
+
+static int
+s_wait_reply (cpu_runner_t *self, uint64_t deadline, runner_reply_t *reply)
+{
+    return s_wait_reply_cpu (self, deadline, 0, reply);
 }
 
 //  Send one request, waiting for room no later than deadline. 0, 1 timed
@@ -143,37 +158,74 @@ s_crashed (cpu_runner_t *self, cpu_run_outcome_t *out, const char *how)
         sandbox_describe (self->sandbox, out->message, sizeof out->message);
 }
 
+uint64_t
+cpu_runner_cpu_ns (cpu_runner_t *self)
+{
+    int pid = self? sandbox_pid (self->sandbox): 0;
+    clockid_t clock;
+    struct timespec ts;
+    if (pid <= 0 || clock_getcpuclockid (pid, &clock) != 0 || clock_gettime (clock, &ts) != 0)
+        return 0;
+    return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+}
+
+//  Threads of the runner process now (from /proc, not from it); 0 when unknown.
+static uint32_t
+s_threads (cpu_runner_t *self)
+{
+    char path [64], buf [4096];
+    snprintf (path, sizeof path, "/proc/%d/status", sandbox_pid (self->sandbox));
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read (fd, buf, sizeof buf - 1);
+    close (fd);
+    if (n <= 0)
+        return 0;
+    buf [n] = 0;
+    const char *line = strstr (buf, "\nThreads:");
+    return line? (uint32_t) strtoul (line + 9, NULL, 10): 0;
+}
+
 //  One request/reply round trip; out filled for anything but a reply.
 //  0 with *reply and wall time; 1 when out already tells the outcome.
 static int
-s_exchange (cpu_runner_t *self, const runner_request_t *req, double timeout_s,
+s_exchange (cpu_runner_t *self, const runner_request_t *req, double timeout_s, double cpu_s,
             runner_reply_t *reply, uint64_t *wall_ns, cpu_run_outcome_t *out)
 {
     if (s_drain (self) != 0) {
         s_crashed (self, out, NULL);
         return 1;
     }
+    //  The clock starts before the runner wakes: nothing it does once awake
+    //  is outside the measured time.
+    uint64_t c0 = cpu_runner_cpu_ns (self);
+    uint64_t t0 = common_now_ns ();
     if (self->stopped) {
         sandbox_signal (self->sandbox, SIGCONT);
         self->stopped = false;
     }
-    uint64_t t0 = common_now_ns ();
     uint64_t deadline = t0 + (uint64_t) (timeout_s > 0? timeout_s * 1e9: 0);
+    uint64_t cpu_deadline = cpu_s > 0? c0 + (uint64_t) (cpu_s * 1e9): 0;
     int rc = s_send (self, req, deadline);
     if (rc == 0)
-        rc = s_wait_reply (self, deadline, reply);
+        rc = s_wait_reply_cpu (self, deadline, cpu_deadline, reply);
     uint64_t t1 = common_now_ns ();
     *wall_ns = t1 - t0;
     out->wall_ns = t1 - t0;
-    if (rc == 1) {
+    if (rc == 1 || rc == 2) {
         self->alive = false;
+        out->cpu_ns = cpu_runner_cpu_ns (self) - c0;
         sandbox_kill (self->sandbox);
         out->status = RUN_TIMEOUT;
-        if (sandbox_oom (self->sandbox))
-            snprintf (out->message, sizeof out->message,
-                      "timed out after %.3g s (and ran out of memory)", timeout_s);
+        out->over_cpu = rc == 2;
+        if (rc == 2)
+            snprintf (out->message, sizeof out->message, "used %.3g s of CPU time, its limit", cpu_s);
         else
-            snprintf (out->message, sizeof out->message, "timed out after %.3g s", timeout_s);
+            snprintf (out->message, sizeof out->message, "no reply after %.3g s", timeout_s);
+        if (sandbox_oom (self->sandbox))
+            snprintf (out->message + strlen (out->message), sizeof out->message - strlen (out->message),
+                      " (and ran out of memory)");
         return 1;
     }
     if (rc == -2) {
@@ -185,11 +237,17 @@ s_exchange (cpu_runner_t *self, const runner_request_t *req, double timeout_s,
         s_crashed (self, out, NULL);
         return 1;
     }
-    //  Freeze whatever the kernel left running until the next request.
-    if (sandbox_stop (self->sandbox, S_STOP_TIMEOUT_S) == 0)
-        self->stopped = true;
-    else
-        self->alive = false;        //  died just after replying: its outputs stay as they were
+    //  Freeze whatever the kernel left running until the next request. A
+    //  runner that exits right after replying, or can not be stopped (a
+    //  vfork child holding it), has failed this call: its reply counts for
+    //  nothing.
+    if (sandbox_stop (self->sandbox, S_STOP_TIMEOUT_S) != 0) {
+        s_crashed (self, out, "the runner exited or could not be stopped right after replying");
+        return 1;
+    }
+    self->stopped = true;
+    out->cpu_ns = cpu_runner_cpu_ns (self) - c0;
+    out->threads = s_threads (self);
     return 0;
 }
 
@@ -328,8 +386,8 @@ cpu_runner_shm (cpu_runner_t *self, size_t size)
 }
 
 int
-cpu_runner_run (cpu_runner_t *self, runner_request_t *req, double timeout_s,
-                   cpu_run_outcome_t *out)
+cpu_runner_run (cpu_runner_t *self, runner_request_t *req, double timeout_s, double cpu_s,
+                cpu_run_outcome_t *out)
 {
     memset (out, 0, sizeof *out);
     if (!cpu_runner_alive (self)) {
@@ -341,7 +399,7 @@ cpu_runner_run (cpu_runner_t *self, runner_request_t *req, double timeout_s,
     req->shm_size = self->shm? self->shm_size: 0;
     runner_reply_t reply;
     uint64_t wall = 0;
-    if (s_exchange (self, req, timeout_s, &reply, &wall, out) != 0)
+    if (s_exchange (self, req, timeout_s, cpu_s, &reply, &wall, out) != 0)
         return 0;
     out->runner_ns = reply.elapsed_ns;
     if (reply.status == RUNNER_OK) {
@@ -377,7 +435,7 @@ cpu_runner_ping (cpu_runner_t *self, double timeout_s, uint64_t *rtt_ns)
     cpu_run_outcome_t out;
     memset (&out, 0, sizeof out);
     uint64_t wall = 0;
-    int rc = s_exchange (self, req, timeout_s, &reply, &wall, &out);
+    int rc = s_exchange (self, req, timeout_s, 0, &reply, &wall, &out);
     free (req);
     if (rc != 0 || reply.status != RUNNER_OK)
         return -1;

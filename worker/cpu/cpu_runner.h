@@ -30,7 +30,11 @@ typedef struct {
     cpu_run_status_t status; //  what happened
     int signal;                 //  RUN_CRASH: terminating signal, 0 if it exited
     int exit_code;              //  RUN_CRASH: exit code when it exited
-    uint64_t wall_ns;           //  supervisor-measured request-to-reply time
+    uint64_t wall_ns;           //  supervisor-measured time: from waking the runner to its reply
+    uint64_t cpu_ns;            //  the runner's CPU time over the call, every thread (its process
+                                //  CPU clock, read here: trusted)
+    bool over_cpu;              //  RUN_TIMEOUT: stopped for its CPU time (else for wall time)
+    uint32_t threads;           //  RUN_OK: threads alive once it was stopped again (read here; 1 = none left)
     uint64_t runner_ns;         //  runner-reported time (untrusted hint)
     char message[256];          //  reason for anything but RUN_OK
     uint32_t runner_status;     //  RUN_ERROR: the runner's runner_status_t
@@ -57,14 +61,19 @@ int cpu_runner_ready (cpu_runner_t *self, char *err, size_t errlen);
 //  bytes (contents undefined after growing). NULL on failure.
 void *cpu_runner_shm (cpu_runner_t *self, size_t size);
 
-//  Run req (op RUN; shm_size is set here) and wait up to timeout_s.
-//  Returns 0 with *out filled whatever happened; -1 only when the request
-//  could not be sent at all (out->message says why).
-int cpu_runner_run (cpu_runner_t *self, runner_request_t *req, double timeout_s,
-                       cpu_run_outcome_t *out);
+//  Run req (op RUN; shm_size is set here) and wait up to timeout_s of wall
+//  time and cpu_s of the runner's CPU time (0: no CPU limit), killing it past
+//  either (RUN_TIMEOUT). Returns 0 with *out filled whatever happened; -1
+//  only when the runner was already gone (out->message says why).
+int cpu_runner_run (cpu_runner_t *self, runner_request_t *req, double timeout_s, double cpu_s,
+                    cpu_run_outcome_t *out);
 
-//  Round trip of an empty request, for calibrating wall times.
+//  Round trip of an empty request.
 int cpu_runner_ping (cpu_runner_t *self, double timeout_s, uint64_t *rtt_ns);
+
+//  CPU time the runner process has used so far, every thread, dead ones
+//  too (its process CPU clock, read from outside). 0 once it is gone.
+uint64_t cpu_runner_cpu_ns (cpu_runner_t *self);
 
 //  False once the runner has died or was killed.
 bool cpu_runner_alive (cpu_runner_t *self);

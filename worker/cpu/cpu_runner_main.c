@@ -97,6 +97,8 @@ typedef struct {
     struct link_map *map;           //  its link map, to tell its symbols from libc's
     uint8_t *base;                  //  shared memory mapping
     uint64_t mapped;                //  its size
+    uint8_t *scratch;               //  the workspace: private anonymous memory, counted here
+    uint64_t scratch_size;          //  its mapped size
 } s_runner_t;
 
 //  ---------------------------------------------------------------------
@@ -770,6 +772,29 @@ s_run (s_runner_t *self, runner_request_t *req)
         s_send_reply (sock, RUNNER_SHM_FAILED, 0, msg);
         return;
     }
+    //  The workspace starts zeroed every call, so it carries nothing from
+    //  an earlier run (dropped pages read back as zeros).
+    if (req->workspace_bytes > self->scratch_size) {
+        if (self->scratch)
+            munmap (self->scratch, self->scratch_size);
+        self->scratch_size = 0;
+        void *scratch = req->workspace_bytes <= SIZE_MAX
+                      ? mmap (NULL, (size_t) req->workspace_bytes, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                      : MAP_FAILED;
+        if (scratch == MAP_FAILED) {
+            self->scratch = NULL;
+            snprintf (msg, sizeof msg, "cannot map a %llu-byte workspace",
+                      (unsigned long long) req->workspace_bytes);
+            s_send_reply (sock, RUNNER_SHM_FAILED, 0, msg);
+            return;
+        }
+        self->scratch = scratch;
+        self->scratch_size = req->workspace_bytes;
+    }
+    else
+    if (self->scratch)
+        madvise (self->scratch, self->scratch_size, MADV_DONTNEED);
     static s_value_t values [RUNNER_MAX_ARGS];
     ffi_type *types [RUNNER_MAX_ARGS];
     for (uint32_t i = 0; i < req->nargs; i++) {
@@ -782,6 +807,11 @@ s_run (s_runner_t *self, runner_request_t *req)
                 return;
             }
             values [i].ptr = self->base + arg->offset;
+            types [i] = &ffi_type_pointer;
+            continue;
+        }
+        if (arg->kind == RUNNER_ARG_WORKSPACE) {
+            values [i].ptr = self->scratch;
             types [i] = &ffi_type_pointer;
             continue;
         }

@@ -24,7 +24,11 @@
 #define RUNNER_MAX_SYMBOL   128
 
 typedef enum { RUNNER_OP_RUN = 1, RUNNER_OP_PING = 2, RUNNER_OP_EXIT = 3 } runner_op_t;
-typedef enum { RUNNER_ARG_PTR = 1, RUNNER_ARG_SCALAR = 2 } runner_arg_kind_t;
+typedef enum {
+    RUNNER_ARG_PTR = 1,         //  a tensor in the shared memory, at offset
+    RUNNER_ARG_SCALAR = 2,      //  a value
+    RUNNER_ARG_WORKSPACE = 3    //  the runner's own scratch memory (workspace_bytes, zeroed each run)
+} runner_arg_kind_t;
 
 typedef enum {
     RUNNER_OK = 0,
@@ -55,6 +59,8 @@ typedef struct {
     uint32_t nlaunches;         //  entries in launches
     uint32_t reserved;
     uint64_t shm_size;          //  bytes of the shared memory to map (remapped when it changes)
+    uint64_t workspace_bytes;   //  scratch the runner maps privately and zeroes before the call:
+                                //  the supervisor never holds memory the candidate sizes
     runner_arg_t args[RUNNER_MAX_ARGS];
     runner_launch_t launches[RUNNER_MAX_LAUNCHES];
 } runner_request_t;

@@ -1,5 +1,6 @@
 /*  cuda_backend - the CUDA backend, supervisor side (in the worker process).  */
 #include "common_util.h"
+#include "worker_grade.h"
 #include "cuda_backend.h"
 #include "cuda_kernels.h"
 #include "cuda_msg.h"
@@ -452,28 +453,18 @@ cuda_backend_prepare (cuda_backend_t *self, const common_job_t *job, uint64_t se
             worker_outcome_fail (out, STATUS_COMPILE_ERROR, "the candidate does not compile");
         goto fail;
     }
-    //  Slack beyond the job's budget for our own work: module loads,
-    //  allocation, generation and checks scale with the bytes moved.
-    double bytes = (double) need;
-    prep->timeout_s = job->eval.timeout_s + 2.0 + bytes / 5e9;
+    //  The runner holds the candidate to its budget of GPU time; this wall
+    //  limit only catches a kernel that never ends, so it adds our own work
+    //  on top: module loads, allocation, and per input set generation and
+    //  checks, which scale with the bytes moved.
+    double sets = (double) job->task->nsizes * job->eval.trials + job->eval.warmup + job->eval.timed + 4;
+    prep->timeout_s = job->eval.timeout_s + 5.0 + 2.0 * (double) need / 5e9 + sets * (double) need / 1e11;
     return prep;
 fail:
     cuda_backend_job_destroy (&prep);
     return NULL;
 }
 
-static worker_status_t
-s_status_parse (const char *name)
-{
-    static const worker_status_t all [] = {
-        STATUS_OK, STATUS_COMPILE_ERROR, STATUS_INCORRECT, STATUS_RUNTIME_ERROR,
-        STATUS_TIMEOUT, STATUS_INVALID, STATUS_INTERNAL_ERROR
-    };
-    for (size_t i = 0; name && i < sizeof all / sizeof all [0]; i++)
-        if (strcmp (name, worker_status_name (all [i])) == 0)
-            return all [i];
-    return STATUS_INTERNAL_ERROR;
-}
 
 //  Samples array -> timing summary; returns the coefficient of variation.
 static double
@@ -482,12 +473,12 @@ s_timing (json_t *array, worker_timing_t *timing)
     size_t n = json_array_size (array);
     double *samples = n? malloc (n * sizeof (double)): NULL;
     if (!samples) {
-        worker_timing_from (timing, NULL, 0);
+        worker_grade_timing (timing, NULL, 0);
         return 0;
     }
     for (size_t i = 0; i < n; i++)
         samples [i] = json_number_value (json_array_get (array, i));
-    worker_timing_from (timing, samples, n);
+    worker_grade_timing (timing, samples, n);
     free (samples);
     return timing->mean_us > 0? timing->std_us / timing->mean_us: 0;
 }
@@ -495,7 +486,7 @@ s_timing (json_t *array, worker_timing_t *timing)
 static void
 s_fill_outcome (worker_outcome_t *out, json_t *result)
 {
-    worker_status_t status = s_status_parse (json_string_value (json_object_get (result, "status")));
+    worker_status_t status = worker_status_from_name (json_string_value (json_object_get (result, "status")));
     const char *message = json_string_value (json_object_get (result, "message"));
     out->status = status;
     snprintf (out->message, sizeof out->message, "%s", message? message: "");
@@ -544,10 +535,12 @@ s_fill_outcome (worker_outcome_t *out, json_t *result)
 //  Run one prepared job on the runner (lock held). Sets *faulted when the
 //  runner had to be replaced because of what ran (hang, death, sticky error).
 static void
-s_run_locked (cuda_backend_t *self, cuda_backend_job_t *prep, worker_outcome_t *out, bool *faulted)
+s_run_locked (cuda_backend_t *self, cuda_backend_job_t *prep, worker_outcome_t *out, bool *faulted,
+              bool *died)
 {
     char err [512] = "";
     *faulted = false;
+    *died = false;
     if (s_runner_ready (self, err, sizeof err)) {
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "cannot start kgym-cuda-runner: %s", err);
         return;
@@ -586,10 +579,11 @@ s_run_locked (cuda_backend_t *self, cuda_backend_job_t *prep, worker_outcome_t *
         if (cuda_proc_wait (self->runner, 0.5, &wstatus))
             cuda_proc_describe (wstatus, what, sizeof what);
         bool oom = self->cg.version && sandbox_confine_cgroup_oom (&self->cg);
-        worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "kgym-cuda-runner died during the job "
+        worker_outcome_fail (out, STATUS_RUNTIME_ERROR, "kgym-cuda-runner died during the job "
                              "(%s%s; %s)", what, oom? ", host memory cap reached": "",
                              sent? "send failed": why);
         recycle = fault = true;
+        *died = true;
     }
     else {
         json_error_t jerr;
@@ -635,9 +629,9 @@ s_health_check (cuda_backend_t *self)
     worker_outcome_t out;
     worker_outcome_init (&out);
     cuda_backend_job_t *prep = cuda_backend_prepare (self, self->health_job, 7, &out);
-    bool faulted = false;
+    bool faulted = false, died = false;
     if (prep)
-        s_run_locked (self, prep, &out, &faulted);
+        s_run_locked (self, prep, &out, &faulted, &died);
     cuda_backend_job_destroy (&prep);
     if (out.status == STATUS_OK)
         log_info ("cuda", "GPU %d passed its health check after a kernel fault", self->device);
@@ -665,9 +659,35 @@ cuda_backend_execute (cuda_backend_t *self, cuda_backend_job_t **job_p, worker_o
     if (self->quarantined)
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "not graded: %s", self->quarantine_reason);
     else {
-        bool faulted = false;
-        s_run_locked (self, *job_p, out, &faulted);
+        bool faulted = false, died = false;
+        s_run_locked (self, *job_p, out, &faulted, &died);
         self->check_pending = faulted;
+        //  A runner that dies without a word may be our fault or the driver's
+        //  passing one: the job runs once more on the fresh runner. Dying
+        //  again is the candidate's doing (runtime_error), never internal.
+        if (died && !self->quarantined) {
+            if (self->check_pending)
+                s_health_check (self);
+            if (!self->quarantined) {
+                char first [sizeof out->message];
+                snprintf (first, sizeof first, "%s", out->message);
+                worker_outcome_t again;
+                worker_outcome_init (&again);
+                again.compile_s = out->compile_s;
+                memcpy (again.cache_hit, out->cache_hit, sizeof again.cache_hit);
+                memcpy (again.cache_key, out->cache_key, sizeof again.cache_key);
+                again.compile_log = out->compile_log;
+                out->compile_log = NULL;
+                s_run_locked (self, *job_p, &again, &faulted, &died);
+                self->check_pending = faulted;
+                if (died)
+                    worker_outcome_fail (&again, STATUS_RUNTIME_ERROR, "kgym-cuda-runner died during "
+                                         "the job, twice (first: %.200s)", first);
+                worker_outcome_clear (out);
+                *out = again;
+                out->retried = true;
+            }
+        }
     }
     pthread_mutex_unlock (&self->lock);
     out->run_s = cuda_now () - t0;
@@ -715,3 +735,139 @@ cuda_backend_selftest (cuda_backend_t *self)
     pthread_mutex_unlock (&self->lock);
     return report;
 }
+
+//  ---------------------------------------------------------------------
+//  The backend table (worker_backend.h)
+
+static uint32_t
+s_default_slots (const worker_eval_config_t *cfg)
+{
+    (void) cfg;
+    return 1;                   //  one job on the GPU at a time: timings stay clean
+}
+
+static void *
+s_create (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, size_t errlen)
+{
+    return cuda_backend_new (cfg, cache, err, errlen);
+}
+
+static void
+s_destroy_op (void **self_p)
+{
+    cuda_backend_t *self = *self_p;
+    cuda_backend_destroy (&self);
+    *self_p = NULL;
+}
+
+static void *
+s_prepare_op (void *self, const common_job_t *job, uint64_t seed, worker_outcome_t *out)
+{
+    return cuda_backend_prepare (self, job, seed, out);
+}
+
+static void
+s_execute_op (void *self, void **job_p, worker_outcome_t *out)
+{
+    cuda_backend_job_t *job = *job_p;
+    *job_p = NULL;
+    cuda_backend_execute (self, &job, out);
+}
+
+static void
+s_job_destroy_op (void **job_p)
+{
+    cuda_backend_job_t *job = *job_p;
+    cuda_backend_job_destroy (&job);
+    *job_p = NULL;
+}
+
+static const char *
+s_device_op (void *self)
+{
+    return cuda_backend_device (self);
+}
+
+static const char *
+s_uuid_op (void *self)
+{
+    return cuda_backend_uuid (self);
+}
+
+static const char *
+s_caps_op (void *self)
+{
+    return ((cuda_backend_t *) self)->caps;
+}
+
+static bool
+s_quarantined_op (void *self, char *reason, size_t len)
+{
+    return cuda_backend_quarantined (self, reason, len);
+}
+
+static int
+s_probe_op (int device, char *desc, size_t desclen, char *err, size_t errlen)
+{
+    char arch [16] = "";
+    json_t *hello = NULL;
+    int rc = cuda_backend_probe (device, arch, sizeof arch, &hello, err, errlen);
+    if (rc == 0) {
+        const char *name = json_string_value (json_object_get (json_object_get (hello, "device"), "name"));
+        snprintf (desc, desclen, "%s (%s)", name? name: "CUDA device", arch);
+    }
+    json_decref (hello);
+    return rc;
+}
+
+static int
+s_compile_op (worker_cache_t *cache, const common_program_t *program, const char *target,
+              double timeout_s, worker_compile_t *result)
+{
+    memset (result, 0, sizeof *result);
+    char arch [16] = "sm_90", err [512] = "";
+    if (target && cuda_nvrtc_check_arch (target)) {
+        result->status = STATUS_INVALID;
+        if (asprintf (&result->log, "target '%s' is not of the form sm_XX", target) < 0)
+            result->log = NULL;
+        return 0;
+    }
+    //  The GPU's own arch, asked of a runner so this process stays free of CUDA.
+    if (target)
+        snprintf (arch, sizeof arch, "%s", target);
+    else
+    if (cuda_backend_probe (0, arch, sizeof arch, NULL, err, sizeof err) != 0)
+        snprintf (arch, sizeof arch, "sm_90");
+    snprintf (result->target, sizeof result->target, "%s", arch);
+    cuda_nvrtc_result_t res;
+    int rc = cuda_nvrtc_compile (cache, program->lang, "candidate.cu", program->source,
+                                 program->options, program->noptions, arch, timeout_s, &res,
+                                 err, sizeof err);
+    result->status = rc == NVRTC_OK? STATUS_OK: rc == NVRTC_COMPILE_ERROR || rc == NVRTC_TIMEOUT
+                   ? STATUS_COMPILE_ERROR: rc == NVRTC_INVALID? STATUS_INVALID: STATUS_INTERNAL_ERROR;
+    const char *log = rc == NVRTC_OK || rc == NVRTC_COMPILE_ERROR? res.log: err;
+    result->log = log? strdup (log): NULL;
+    snprintf (result->key, sizeof result->key, "%s", res.key);
+    result->cache_hit = res.cache_hit;
+    result->seconds = res.seconds;
+    cuda_nvrtc_result_free (&res);
+    return 0;
+}
+
+const worker_backend_t cuda_backend = {
+    .info = { .name = "cuda", .targets = { "cuda" }, .langs = { "cuda", "ptx" } },
+    .summary = "CUDA C and PTX kernels compiled with NVRTC and run on one GPU",
+    .device_ordinal = true,
+    .default_slots = s_default_slots,
+    .create = s_create,
+    .destroy = s_destroy_op,
+    .prepare = s_prepare_op,
+    .execute = s_execute_op,
+    .job_destroy = s_job_destroy_op,
+    .device = s_device_op,
+    .device_uuid = s_uuid_op,
+    .caps = s_caps_op,
+    .quarantined = s_quarantined_op,
+    .probe = s_probe_op,
+    .compile = s_compile_op,
+};

@@ -30,6 +30,11 @@
 #include "worker_cache.h"
 #include "worker_eval.h"
 #include "worker_outcome.h"
+#include "worker_backend.h"
+
+//  The table the registry lists (worker_backend.h); the functions below are
+//  the same backend typed, for its tests and benchmarks.
+extern const worker_backend_t cuda_backend;
 
 typedef struct cuda_backend_t cuda_backend_t;
 typedef struct cuda_backend_job_t cuda_backend_job_t;

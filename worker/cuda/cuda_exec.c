@@ -26,6 +26,7 @@
     incorrect.
 */
 #include "common_util.h"
+#include "worker_grade.h"
 #include "cuda_exec.h"
 #include "common_log.h"
 #define CUDA_DRIVER_REDIRECT
@@ -133,6 +134,7 @@ typedef struct {
     json_t *mismatches;         //  array
     double *samples [2];        //  candidate, baseline (us)
     uint32_t nsamples;          //  entries in each
+    double cand_gpu_s;          //  GPU time of every candidate launch sequence so far (its budget)
     uint64_t static_bytes;      //  candidate module's device memory
     uint32_t reloads;           //  trusted reloads done
     //  the profiled set
@@ -891,12 +893,15 @@ s_run (job_t *job, cuda_plan_prog_t p, uint32_t s, bool timed, double *us)
     uint64_t bits [MAX_ARGS];
     for (uint32_t a = 0; a < plan->nargs; a++)
         bits [a] = size->bits [a];
-    if (timed) {
+    //  Every candidate launch sequence is measured: its kernels' time is its
+    //  budget (eval.timeout), whatever the harness around it takes.
+    bool measured = timed || p == PLAN_CANDIDATE;
+    if (timed)
         //  Flush L2: write twice its size, a new value each time.
         CK (job, WHO_US, cuMemsetD32Async (ex->flush, ++ex->flush_value, ex->flush_bytes / 4, st),
             "flushing L2");
+    if (measured)
         CK (job, WHO_US, cuEventRecord (ex->ev [0], st), "cuEventRecord");
-    }
     for (uint32_t l = 0; l < call->nlaunches; l++) {
         const cuda_plan_launch_t *launch = &call->launches [l];
         void *params [MAX_CALLARGS];
@@ -921,7 +926,7 @@ s_run (job_t *job, cuda_plan_prog_t p, uint32_t s, bool timed, double *us)
             return s_cuda_fail (job, who, rc, what);
         }
     }
-    if (timed)
+    if (measured)
         CK (job, WHO_US, cuEventRecord (ex->ev [1], st), "cuEventRecord");
     CUresult rc = cuStreamSynchronize (st);
     if (rc != CUDA_SUCCESS) {
@@ -929,13 +934,20 @@ s_run (job_t *job, cuda_plan_prog_t p, uint32_t s, bool timed, double *us)
         snprintf (what, sizeof what, "%s at size %u", name, size->index);
         return s_cuda_fail (job, who, rc, what);
     }
-    if (timed) {
+    if (measured) {
         float ms = 0;
         CK (job, WHO_US, cuEventElapsedTime (&ms, ex->ev [0], ex->ev [1]), "cuEventElapsedTime");
         *us = (double) ms * 1000.0;
     }
-    if (p == PLAN_CANDIDATE)
+    if (p == PLAN_CANDIDATE) {
+        job->cand_gpu_s += *us / 1e6;
+        if (plan->timeout_s > 0 && job->cand_gpu_s > plan->timeout_s) {
+            s_fail (job, STATUS_TIMEOUT, false, "timed out: the candidate's kernels ran %.3g s on the "
+                    "GPU, over its %.3g s budget (eval.timeout)", job->cand_gpu_s, plan->timeout_s);
+            return -1;
+        }
         return s_after_candidate (job);
+    }
     return 0;
 }
 
@@ -976,7 +988,10 @@ s_describe (job_t *job, const check_t *check, uint32_t s, uint32_t trial, uint64
         cuMemcpyDtoH (want, expected + first * esize, n * esize);
     }
     common_compare_t cmp;
-    common_compare (arg->dtype, want, got, n, check->input? 0: plan->atol, check->input? 0: plan->rtol, &cmp);
+    if (check->input || plan->exact)
+        common_compare_bits (arg->dtype, want, got, n, &cmp);
+    else
+        common_compare (arg->dtype, want, got, n, plan->atol, plan->rtol, &cmp);
     for (size_t i = 0; i < cmp.nfirst && json_array_size (job->mismatches) < 8; i++)
         json_array_append_new (job->mismatches, json_pack ("{s:s, s:i, s:i, s:I, s:f, s:f}",
             "arg", arg->name, "size", (int) size->index, "trial", (int) trial,
@@ -1031,7 +1046,8 @@ s_queue_output_checks (job_t *job, uint32_t s, check_t *checks, uint32_t *n)
         CUdeviceptr expected = arg->kind == ARG_INOUT? job->rin [a]: job->rout [a];
         int dt = (int) arg->dtype;
         double atol = plan->atol, rtol = plan->rtol;
-        void *params [] = { &expected, &job->cand [a], &count, &dt, &atol, &rtol, &slot };
+        int exact = plan->exact;
+        void *params [] = { &expected, &job->cand [a], &count, &dt, &atol, &rtol, &exact, &slot };
         CK (job, WHO_US, s_internal (job->ex, job->trusted.k.compare, count, params), "kgym_compare");
         checks [*n].arg = a;
         checks [*n].input = false;
@@ -1485,7 +1501,7 @@ done:
         if (copy) {
             memcpy (copy, job.samples [0], job.nsamples * sizeof (double));
             worker_timing_t timing;
-            worker_timing_from (&timing, copy, job.nsamples);
+            worker_grade_timing (&timing, copy, job.nsamples);
             median_us = timing.median_us;
             free (copy);
         }

@@ -46,31 +46,6 @@ s_roofline_bytes (const common_task_t *task, cuda_plan_t *plan, char *err, size_
     return 0;
 }
 
-//  Scalar value bits for the runner: the dtype's bytes, little-endian.
-static uint64_t
-s_scalar_bits (common_dtype_t dtype, double value, int64_t ivalue)
-{
-    uint64_t bits = 0;
-    switch (dtype) {
-        case DTYPE_F16:  bits = common_f32_to_f16 ((float) value); break;
-        case DTYPE_BF16: bits = common_f32_to_bf16 ((float) value); break;
-        case DTYPE_F32: {
-            float f = (float) value;
-            uint32_t u;
-            memcpy (&u, &f, 4);
-            bits = u;
-            break;
-        }
-        case DTYPE_F64: memcpy (&bits, &value, 8); break;
-        case DTYPE_I8:   bits = (uint8_t) (int8_t) ivalue; break;
-        case DTYPE_U8:   bits = (uint8_t) ivalue; break;
-        case DTYPE_I32:  bits = (uint32_t) (int32_t) ivalue; break;
-        case DTYPE_I64:  bits = (uint64_t) ivalue; break;
-        default: break;
-    }
-    return bits;
-}
-
 void
 cuda_plan_destroy (cuda_plan_t **self_p)
 {
@@ -103,6 +78,8 @@ cuda_plan_from_job (const common_job_t *job, uint64_t seed, uint64_t max_bytes,
     self->seed = seed;
     self->atol = task->atol;
     self->rtol = task->rtol;
+    self->exact = task->exact;
+    self->timeout_s = job->eval.timeout_s;
     self->trials = job->eval.trials;
     self->warmup = job->eval.warmup;
     self->timed = job->eval.timed;
@@ -151,7 +128,7 @@ cuda_plan_from_job (const common_job_t *job, uint64_t seed, uint64_t max_bytes,
                     size->count [a] = layout->count [a];
                     size->bytes [a] = layout->bytes [a];
                     if (task->args [a].kind == ARG_SCALAR)
-                        size->bits [a] = s_scalar_bits (task->args [a].dtype, layout->scalar [a],
+                        size->bits [a] = common_dtype_scalar_bits (task->args [a].dtype, layout->scalar [a],
                                                         layout->scalar_int [a]);
                 }
             }
@@ -229,6 +206,8 @@ cuda_plan_to_json (const cuda_plan_t *plan)
     json_object_set_new (root, "seed", s_u64 (plan->seed));
     json_object_set_new (root, "atol", json_real (plan->atol));
     json_object_set_new (root, "rtol", json_real (plan->rtol));
+    json_object_set_new (root, "exact", json_boolean (plan->exact));
+    json_object_set_new (root, "timeout_s", json_real (plan->timeout_s));
     json_object_set_new (root, "trials", json_integer (plan->trials));
     json_object_set_new (root, "warmup", json_integer (plan->warmup));
     json_object_set_new (root, "timed", json_integer (plan->timed));
@@ -355,6 +334,10 @@ cuda_plan_from_json (json_t *json, char *err, size_t errlen)
         goto fail;
     self->atol = json_number_value (atol);
     self->rtol = json_number_value (rtol);
+    self->exact = json_is_true (json_object_get (json, "exact"));
+    self->timeout_s = json_number_value (json_object_get (json, "timeout_s"));
+    if (!(self->timeout_s >= 0 && self->timeout_s < 1e6))
+        self->timeout_s = 0;
     what = "counts";
     if (s_int (json, "trials", 0, TASK_MAX_TRIALS, &v))
         goto fail;

@@ -63,9 +63,11 @@ typedef struct {
 //  A whole job.
 typedef struct {
     uint64_t seed;                  //  input seed
-    double atol, rtol;              //  tolerance
+    double atol, rtol;              //  tolerance (integers: exactly as integers)
+    bool exact;                     //  outputs must equal the reference's bit for bit
     uint32_t trials;                //  correctness trials per size
     uint32_t warmup, timed;         //  timing runs
+    double timeout_s;               //  the candidate's budget of GPU time (eval.timeout; 0 = none)
     bool check_only;                //  no timing
     uint32_t timing_size;           //  index into sizes[] (not the task's index)
     bool has_baseline;              //  else the reference is timed
