@@ -6,6 +6,7 @@
 */
 #include "kgym_compile.h"
 #include "kgym_config.h"
+#include "client_options.h"
 #include "common_task.h"
 #include "worker_cache.h"
 #include "worker_registry.h"
@@ -18,9 +19,11 @@
 #define MAX_JSON (16u << 20)
 
 static void
-s_usage (void)
+s_usage (FILE *out)
 {
-    fprintf (stderr, "usage: kgym compile TASK CANDIDATE... [--arch sm_XX] [--cache PATH] [--timeout S]\n");
+    fprintf (out, "usage: kgym compile TASK CANDIDATE... [--arch sm_XX] [--cache PATH] [--timeout S]\n"
+                  "  compile without running: one JSON line per candidate with status, log and cache\n"
+                  "  key; --timeout S: seconds per compile, in (0, 600] (default 30)\n");
 }
 
 //  Print one result line; log may be NULL.
@@ -52,20 +55,31 @@ kgym_compile_main (int argc, char **argv)
         return 2;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv [i];
+        if ((streq (arg, "--arch") || streq (arg, "--cache") || streq (arg, "--timeout"))
+        &&  i + 1 == argc) {
+            fprintf (stderr, "kgym compile: %s needs a value\n", arg);
+            free (candidates);
+            return 2;
+        }
         if (strcmp (arg, "--arch") == 0 && i + 1 < argc)
             arch = argv [++i];
         else if (strcmp (arg, "--cache") == 0 && i + 1 < argc)
             cache_path = argv [++i];
-        else if (strcmp (arg, "--timeout") == 0 && i + 1 < argc)
-            timeout_s = atof (argv [++i]);
+        else if (strcmp (arg, "--timeout") == 0 && i + 1 < argc) {
+            if (client_options_real ("compile", "--timeout", argv [++i], 0, true, 600, "seconds",
+                                     &timeout_s)) {
+                free (candidates);
+                return 2;
+            }
+        }
         else if (strcmp (arg, "-h") == 0 || strcmp (arg, "--help") == 0) {
-            s_usage ();
+            s_usage (stdout);
             free (candidates);
             return 0;
         }
         else if (arg [0] == '-' && arg [1]) {
             fprintf (stderr, "kgym compile: unknown option '%s'\n", arg);
-            s_usage ();
+            s_usage (stderr);
             free (candidates);
             return 2;
         }
@@ -74,8 +88,8 @@ kgym_compile_main (int argc, char **argv)
         else
             candidates [ncandidates++] = arg;
     }
-    if (!task_path || ncandidates == 0 || timeout_s <= 0) {
-        s_usage ();
+    if (!task_path || ncandidates == 0) {
+        s_usage (stderr);
         free (candidates);
         return 2;
     }

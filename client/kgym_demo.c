@@ -7,7 +7,9 @@
     (and a CUDA build) it grades the CUDA examples on it; otherwise the CPU
     examples on the CPU backend.
 */
+#include "kgym_demo.h"
 #include "kgym_cli.h"
+#include "client_options.h"
 #include "client_kgym.h"
 #include "broker_server.h"
 #include "worker_server.h"
@@ -23,6 +25,7 @@
 #include <unistd.h>
 
 #define DEMO_MAX_JOBS 1024
+#define DEMO_MAX_WORKERS 16
 
 //  One graded example.
 typedef struct {
@@ -147,7 +150,8 @@ s_submit_all (client_kgym_t *client, const char *root, const char *backend, doub
     return 0;
 }
 
-static void
+//  The table; returns how many candidates with an expected status missed it.
+static size_t
 s_print_table (s_row_t *rows, size_t nrows)
 {
     size_t matched = 0, listed = 0;
@@ -172,6 +176,17 @@ s_print_table (s_row_t *rows, size_t nrows)
     }
     printf ("\n%zu candidates graded; %zu of %zu with an expected status got it.\n",
             nrows, matched, listed);
+    return listed - matched;
+}
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+        "usage: kgym demo [--workers N] [--examples DIR] [--backend TARGET] [--timeout S]\n"
+        "  start a broker and local workers (N: 1..%d CPU workers, default 1), grade the bundled\n"
+        "  examples, print a table; exit 1 when a candidate misses its expected status\n",
+        DEMO_MAX_WORKERS);
 }
 
 int
@@ -185,23 +200,30 @@ kgym_demo_main (int argc, char **argv)
     int nworkers = 1;          //  each takes a slot per core but one
     const char *examples = NULL, *backend = NULL;
     double timeout = 2.0;
+    long long number;
     int opt;
     optind = 1;
     while ((opt = getopt_long (argc, argv, "h", options, NULL)) != -1) {
         switch (opt) {
-            case 'w': nworkers = atoi (optarg); break;
+            case 'w':
+                if (client_options_int ("demo", "--workers", optarg, 1, DEMO_MAX_WORKERS, &number))
+                    return 2;
+                nworkers = (int) number;
+                break;
             case 'e': examples = optarg; break;
             case 'b': backend = optarg; break;
-            case 't': timeout = atof (optarg); break;
+            case 't':
+                if (client_options_real ("demo", "--timeout", optarg, 0, true,
+                                         CLIENT_OPTIONS_MAX_TIMEOUT, "seconds", &timeout))
+                    return 2;
+                break;
             case 'h':
-                printf ("usage: kgym demo [--workers N] [--examples DIR] [--backend TARGET] [--timeout S]\n");
+                s_usage (stdout);
                 return 0;
-            default: return 2;
+            default:
+                s_usage (stderr);
+                return 2;
         }
-    }
-    if (nworkers < 1 || nworkers > 16) {
-        fprintf (stderr, "kgym demo: --workers must be 1..16\n");
-        return 2;
     }
     const char *root = s_examples_dir (examples);
     if (!root) {
@@ -226,7 +248,7 @@ kgym_demo_main (int argc, char **argv)
 
     //  A GPU backend's worker when this host has a device it can use (the
     //  registry's order), else the CPU backend's workers.
-    zactor_t *workers [17] = { NULL };
+    zactor_t *workers [DEMO_MAX_WORKERS + 1] = { NULL };
     int started = 0;
     worker_config_t wcfg;
     worker_config_default (&wcfg);
@@ -294,6 +316,7 @@ kgym_demo_main (int argc, char **argv)
     else {
         s_submit_all (client, root, backend, timeout, rows, &nrows);
         size_t received = 0;
+        bool noticed = false;           //  the demo's workers serve one backend: said once
         int64_t quiet_since = zclock_mono ();
         while (received < nrows && !zsys_interrupted) {
             client_event_t event;
@@ -303,6 +326,11 @@ kgym_demo_main (int argc, char **argv)
                 &&  !rows [event.ref - 1].result) {
                     rows [event.ref - 1].result = json_incref (event.result);
                     received++;
+                }
+                else
+                if (event.type == CLIENT_EVENT_NOTICE && !noticed) {
+                    fprintf (stderr, "kgym demo: %s\n", event.reason);
+                    noticed = true;
                 }
                 else
                 if (event.type == CLIENT_EVENT_ERROR) {
@@ -321,7 +349,12 @@ kgym_demo_main (int argc, char **argv)
                 break;
             }
         }
-        s_print_table (rows, nrows);
+        size_t missed = s_print_table (rows, nrows);
+        if (missed) {
+            fprintf (stderr, "kgym demo: %zu candidate(s) missed the status their example expects\n",
+                     missed);
+            rc = 1;
+        }
     }
     for (size_t i = 0; i < nrows; i++)
         json_decref (rows [i].result);
