@@ -9,7 +9,13 @@
 //  A job object from a task, a candidate and eval overrides (borrowed, may be NULL).
 json_t *kgym_cli_job (json_t *task, json_t *candidate, json_t *eval);
 
-//  Load a JSON file (16 MiB bound); NULL after a one-line reason on stderr.
-json_t *kgym_cli_load (const char *path, const char *what);
+//  Load a task or candidate file (16 MiB bound): JSON, or a KernelBench-format
+//  .py module (a task for target, which may be NULL: kgym_cli_target). NULL
+//  after a one-line reason on stderr.
+json_t *kgym_cli_load (const char *path, const char *what, const char *target);
+
+//  The target a PyTorch task runs on when none is given: the first GPU
+//  backend with a usable device here (e.g. "cuda"), else "cpu". Borrowed.
+const char *kgym_cli_target (void);
 
 #endif

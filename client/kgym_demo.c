@@ -110,7 +110,7 @@ s_submit_all (client_kgym_t *client, const char *root, const char *backend, doub
     for (size_t t = 0; t < ntasks; t++) {
         char path [1600];
         snprintf (path, sizeof path, "%s/%s/task.json", dir, tasks [t]);
-        json_t *task = kgym_cli_load (path, "task");
+        json_t *task = kgym_cli_load (path, "task", NULL);
         if (!task)
             continue;
         snprintf (path, sizeof path, "%s/%s/expected.json", dir, tasks [t]);
@@ -121,7 +121,7 @@ s_submit_all (client_kgym_t *client, const char *root, const char *backend, doub
         for (size_t c = 0; c < ncands && *nrows < DEMO_MAX_JOBS; c++) {
             char cpath [2000];
             snprintf (cpath, sizeof cpath, "%s/%s", path, cands [c]);
-            json_t *candidate = kgym_cli_load (cpath, "candidate");
+            json_t *candidate = kgym_cli_load (cpath, "candidate", NULL);
             if (!candidate)
                 continue;
             s_row_t *row = &rows [*nrows];

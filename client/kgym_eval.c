@@ -21,7 +21,11 @@ s_usage (FILE *out)
 {
     fprintf (out,
         "usage: kgym eval [--timeout S] [--seed N] [--trials N] [--check-only] [--no-profile]\n"
-        "                 [--cache PATH] [--profile [--json]] TASK CANDIDATE...\n"
+        "                 [--cache PATH] [--profile [--json]] [--backend TARGET] [--python PATH]\n"
+        "                 TASK CANDIDATE...\n"
+        "  TASK and CANDIDATE are JSON files, or KernelBench-format .py modules (a PyTorch task\n"
+        "  runs on --backend, by default the GPU when there is one, else the CPU; --python\n"
+        "  names the interpreter with torch, default $KGYM_PYTHON or /usr/bin/python3)\n"
         "  grade candidates locally, each in its sandbox; one JSON line per candidate\n"
         "  (--profile: a readable block with feedback and per-kernel table instead;\n"
         "  with --json too, JSON lines on stdout and the blocks on stderr)\n");
@@ -33,6 +37,8 @@ typedef struct {
     bool table;                 //  --profile: the readable blocks
     bool json_lines;            //  --json: with --profile, keep the JSON lines on stdout
     const char *cache;          //  --cache PATH, or NULL
+    const char *backend;        //  --backend: the task's target instead of its own
+    const char *python;         //  --python: the python backend's interpreter
 } s_options_t;
 
 //  Parse into opts (its eval to release); 0, 1 after --help, or 2 on a
@@ -45,6 +51,7 @@ s_parse (int argc, char **argv, s_options_t *opts)
         { "trials", required_argument, 0, 'n' }, { "check-only", no_argument, 0, 'k' },
         { "cache", required_argument, 0, 'c' }, { "profile", no_argument, 0, 'p' },
         { "json", no_argument, 0, 'j' }, { "no-profile", no_argument, 0, 'P' },
+        { "backend", required_argument, 0, 'b' }, { "python", required_argument, 0, 'y' },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
     };
     memset (opts, 0, sizeof (*opts));
@@ -75,6 +82,8 @@ s_parse (int argc, char **argv, s_options_t *opts)
                 break;
             case 'k': json_object_set_new (opts->eval, "check_only", json_true ()); break;
             case 'c': opts->cache = optarg; break;
+            case 'b': opts->backend = optarg; break;
+            case 'y': opts->python = optarg; break;
             case 'p': opts->table = true; break;
             case 'j': opts->json_lines = true; break;
             case 'P': json_object_set_new (opts->eval, "profile", json_false ()); break;
@@ -100,15 +109,18 @@ kgym_eval_main (int argc, char **argv)
         return usage == 1? 0: usage;
     }
     bool table = opts.table, json_lines = opts.json_lines;
-    json_t *task = kgym_cli_load (argv [optind], "task");
+    json_t *task = kgym_cli_load (argv [optind], "task", opts.backend);
     if (!task) {
         json_decref (eval);
         return 1;
     }
+    if (opts.backend && json_is_object (task))
+        json_object_set_new (task, "backend", json_string (opts.backend));
     worker_eval_config_t cfg;
     worker_eval_config_default (&cfg);
     cfg.cache_path = opts.cache;
     cfg.worker_name = "kgym-eval";
+    cfg.python = opts.python;
     char err [512] = "";
     worker_eval_t *evaluator = worker_eval_new (&cfg, err, sizeof err);
     if (!evaluator) {
@@ -119,7 +131,7 @@ kgym_eval_main (int argc, char **argv)
     }
     int rc = 0;
     for (int i = optind + 1; i < argc && rc == 0; i++) {
-        json_t *candidate = kgym_cli_load (argv [i], "candidate");
+        json_t *candidate = kgym_cli_load (argv [i], "candidate", NULL);
         if (!candidate) {
             rc = 1;
             break;

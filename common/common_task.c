@@ -1613,33 +1613,34 @@ common_task_layout (const common_task_t *task, const common_program_t *program,
 
 //  --- files ---
 
-json_t *
-common_json_load_file (const char *path, size_t max_bytes, char *err, size_t errlen)
+//  A whole regular file of at most max_bytes into *buf (malloc'd). 0 or -1.
+static int
+s_read_file (const char *path, size_t max_bytes, char **out, size_t *out_len, char *err, size_t errlen)
 {
     if (!path) {
         s_fail (err, errlen, "(null)", "no path");
-        return NULL;
+        return -1;
     }
     int fd = open (path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         s_fail (err, errlen, path, "%s", strerror (errno));
-        return NULL;
+        return -1;
     }
     struct stat st;
     if (fstat (fd, &st) != 0) {
         s_fail (err, errlen, path, "%s", strerror (errno));
         close (fd);
-        return NULL;
+        return -1;
     }
     if (!S_ISREG (st.st_mode)) {
         s_fail (err, errlen, path, "not a regular file");
         close (fd);
-        return NULL;
+        return -1;
     }
     if ((uint64_t) st.st_size > max_bytes) {
         s_fail (err, errlen, path, "%lld bytes, over the %zu-byte limit", (long long) st.st_size, max_bytes);
         close (fd);
-        return NULL;
+        return -1;
     }
     //  Read at most one byte past the limit, in case the file grew since fstat.
     size_t cap = (size_t) st.st_size + 1;
@@ -1647,7 +1648,7 @@ common_json_load_file (const char *path, size_t max_bytes, char *err, size_t err
     if (!buf) {
         s_fail (err, errlen, path, "out of memory");
         close (fd);
-        return NULL;
+        return -1;
     }
     size_t len = 0;
     while (len < cap) {
@@ -1658,7 +1659,7 @@ common_json_load_file (const char *path, size_t max_bytes, char *err, size_t err
             s_fail (err, errlen, path, "%s", strerror (errno));
             free (buf);
             close (fd);
-            return NULL;
+            return -1;
         }
         if (n == 0)
             break;
@@ -1668,8 +1669,20 @@ common_json_load_file (const char *path, size_t max_bytes, char *err, size_t err
     if (len > max_bytes || len == cap) {
         s_fail (err, errlen, path, "changed while being read, or over the %zu-byte limit", max_bytes);
         free (buf);
-        return NULL;
+        return -1;
     }
+    *out = buf;
+    *out_len = len;
+    return 0;
+}
+
+json_t *
+common_json_load_file (const char *path, size_t max_bytes, char *err, size_t errlen)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    if (s_read_file (path, max_bytes, &buf, &len, err, errlen))
+        return NULL;
     json_error_t jerr;
     json_t *json = json_loadb (buf, len, JSON_REJECT_DUPLICATES, &jerr);
     free (buf);
@@ -1679,4 +1692,37 @@ common_json_load_file (const char *path, size_t max_bytes, char *err, size_t err
         return NULL;
     }
     return json;
+}
+
+json_t *
+common_task_file_load (const char *path, bool is_task, const char *target, size_t max_bytes,
+                       char *err, size_t errlen)
+{
+    size_t plen = path? strlen (path): 0;
+    if (plen < 3 || strcmp (path + plen - 3, ".py") != 0)
+        return common_json_load_file (path, max_bytes, err, errlen);
+    char *buf = NULL;
+    size_t len = 0;
+    if (s_read_file (path, max_bytes, &buf, &len, err, errlen))
+        return NULL;
+    json_t *source = json_stringn (buf, len);
+    free (buf);
+    if (!source) {
+        s_fail (err, errlen, path, "is not UTF-8 text");
+        return NULL;
+    }
+    json_t *program = json_pack ("{s:s, s:o}", "lang", "python", "source", source);
+    if (!is_task)
+        return program;
+    //  The task's name: the file's stem, as a task name may be written.
+    const char *base = strrchr (path, '/');
+    base = base? base + 1: path;
+    char name [TASK_MAX_NAME];
+    size_t n = 0;
+    for (const char *c = base; *c && c < path + plen - 3 && n + 1 < sizeof name; c++)
+        name [n++] = (char) ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')
+                             || *c == '_' || *c == '-' || *c == '.'? *c: '_');
+    name [n] = 0;
+    return json_pack ("{s:s, s:s, s:o}", "name", n? name: "task", "backend", target? target: "cuda",
+                      "reference", program);
 }

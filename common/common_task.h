@@ -207,4 +207,10 @@ const char *common_arg_kind_name (common_arg_kind_t kind);
 //  Load a JSON file with a size bound; NULL with a reason.
 json_t *common_json_load_file (const char *path, size_t max_bytes, char *err, size_t errlen);
 
+//  A task or candidate file as JSON: a .json file as it is; a .py file (a
+//  KernelBench-format module, docs/pytorch-tasks.md) wrapped as a module task
+//  for target (named after the file) or as a python candidate. NULL with a reason.
+json_t *common_task_file_load (const char *path, bool is_task, const char *target, size_t max_bytes,
+                               char *err, size_t errlen);
+
 #endif

@@ -35,6 +35,7 @@ typedef struct worker_eval_config_t {
     uint64_t max_job_bytes;     //  memory one job may need, all its parts (0: the backend's default
                                 //  from the machine); over it the job is invalid
     bool fresh_runner;          //  CUDA: a fresh runner per job (strictest)
+    const char *python;         //  the python backend's interpreter (NULL: $KGYM_PYTHON, else /usr/bin/python3)
     //  Called (from a job's thread) when the GPU fails its health check after a
     //  kernel fault: the worker must stop taking jobs. May be NULL.
     void (*on_quarantine) (void *arg, const char *reason);

@@ -14,6 +14,7 @@ extern const worker_backend_t cpu_backend;
 #if KGYM_HAVE_CUDA
 extern const worker_backend_t cuda_backend;
 #endif
+extern const worker_backend_t python_backend;
 #ifdef KGYM_TEST_BACKENDS
 extern const worker_backend_t echo_backend;
 #endif
@@ -23,6 +24,7 @@ static const worker_backend_t *const s_backends [] = {
 #if KGYM_HAVE_CUDA
     &cuda_backend,
 #endif
+    &python_backend,
 #ifdef KGYM_TEST_BACKENDS
     &echo_backend,                  //  tests only: tests/echo
 #endif

@@ -1,0 +1,407 @@
+"""kgym_pyrunner - one PyTorch program (a task's reference or a candidate) in a sandbox.
+
+The python backend (worker/python/python_backend.c) starts this file with the worker's
+interpreter inside a confined runner, one process per program and per job, and drives it over a
+socket (fd given by --fd): each message is a 4-byte little-endian length and a JSON object. Bulk
+data goes through a shared memory file (--shm) that the supervisor maps too: this process writes
+its outputs there, the supervisor reads and compares them. Nothing here is trusted once a
+candidate's module has been imported into the process: the supervisor times every call with its
+own clock, poisons the output area before each call and samples it the moment the reply arrives,
+and compares every byte itself (docs/sandbox.md, "Python runners").
+
+Requests (op) and replies:
+  load     {task, candidate?, entry, candidate_entry, dtype}   -> {ok} | {error, kind, traceback}
+  size     {constants, seed}        build the model for one size  -> {ok} | {error, ...}
+  inputs   {seed}                   make the inputs of one run     -> {ok, inputs: [meta]}
+  call     {slots?, profile?}       run forward, copy its outputs to the slots given (or to offset 0)
+                                    -> {outputs: [meta], gpu?: {...}} | {error, kind, traceback}
+  inputs_unchanged {}               -> {changed: [index]}
+  flush    {}                       write over the GPU's L2 (the reference process only)
+  copy     {nbytes, repeat}         time copying nbytes into the shared memory -> {seconds: [..]}
+  exit
+"""
+
+import json
+import mmap
+import os
+import struct
+import sys
+import time
+import traceback
+
+MAX_MESSAGE = 64 << 20
+
+
+class Channel:
+    """Length-prefixed JSON over a stream socket."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def _read(self, n):
+        parts = []
+        while n:
+            chunk = os.read(self.fd, n)
+            if not chunk:
+                raise EOFError
+            parts.append(chunk)
+            n -= len(chunk)
+        return b"".join(parts)
+
+    def recv(self):
+        (size,) = struct.unpack("<I", self._read(4))
+        if size > MAX_MESSAGE:
+            raise ValueError("request too large")
+        return json.loads(self._read(size))
+
+    def send(self, obj):
+        data = json.dumps(obj, allow_nan=False, default=str).encode()
+        data = struct.pack("<I", len(data)) + data
+        while data:
+            n = os.write(self.fd, data)
+            data = data[n:]
+
+
+def trimmed_traceback(exc, keep):
+    """The traceback of exc trimmed to the frames of the task's or candidate's own
+    files (not torch's, not the harness's); its last `keep` characters."""
+    mine = ("kgym_candidate.py", "kgym_task.py")
+    lines = []
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if os.path.basename(frame.filename) not in mine:
+            continue
+        lines.append(f'  File "{os.path.basename(frame.filename)}", line {frame.lineno}, in {frame.name}\n')
+        if frame.line:
+            lines.append(f"    {frame.line}\n")
+    text = "Traceback (most recent call last):\n" + "".join(lines) if lines else ""
+    text += "".join(traceback.format_exception_only(type(exc), exc)).replace(os.getcwd() + "/", "")
+    return text[-keep:]
+
+
+#  torch dtypes by the names the supervisor uses (common_dtype).
+DTYPES = None
+
+
+def dtype_names():
+    import torch
+    return {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32", torch.float64: "f64",
+            torch.int8: "i8", torch.uint8: "u8", torch.int32: "i32", torch.int64: "i64",
+            torch.bool: "u8"}
+
+
+class Runner:
+    def __init__(self, args):
+        self.args = args
+        self.role = args["role"]
+        self.device = args["device"]
+        self.channel = Channel(int(args["fd"]))
+        self.shm_fd = int(args["shm"])
+        self.shm = None
+        self.shm_size = 0
+        self.task = None
+        self.cand = None
+        self.model = None
+        self.inputs = None
+        self.pristine = None
+        self.entry = "Model"
+        self.candidate_entry = "ModelNew"
+        self.cast = None
+        self.profiler = None
+
+    # --- shared memory ---
+    def mapped(self, need):
+        size = os.fstat(self.shm_fd).st_size
+        if need > size:
+            os.ftruncate(self.shm_fd, (need + 4095) // 4096 * 4096)
+            size = os.fstat(self.shm_fd).st_size
+        if self.shm is None or self.shm_size != size:
+            if self.shm is not None:
+                self.shm.close()
+            self.shm = mmap.mmap(self.shm_fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            self.shm_size = size
+        return self.shm
+
+    # --- requests ---
+    def op_load(self, req):
+        import importlib.util
+        import torch
+        self.entry = req.get("entry") or "Model"
+        self.candidate_entry = req.get("candidate_entry") or "ModelNew"
+        names = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64}
+        self.cast = names.get(req.get("dtype") or "")
+        work = self.args["dir"]
+
+        def load(name, source):
+            path = os.path.join(work, name + ".py")
+            with open(path, "w") as f:
+                f.write(source)
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+            return module
+
+        try:
+            self.task = load("kgym_task", req["task"])
+            for need in ("get_inputs", self.entry):
+                if not hasattr(self.task, need):
+                    return {"error": f"the task's module has no '{need}'", "kind": "invalid"}
+        except BaseException as exc:   # noqa: B036 - whatever the task raises is the task's fault
+            return {"error": "the task's module does not import", "kind": "invalid",
+                    "traceback": trimmed_traceback(exc, 4000)}
+        if self.role != "candidate":
+            return {"ok": True}
+        try:
+            self.cand = load("kgym_candidate", req["candidate"])
+        except BaseException as exc:   # noqa: B036
+            return {"error": "the candidate's module does not import", "kind": "compile_error",
+                    "traceback": trimmed_traceback(exc, 4000)}
+        if not hasattr(self.cand, self.candidate_entry):
+            return {"error": f"the candidate defines no '{self.candidate_entry}'", "kind": "compile_error"}
+        return {"ok": True}
+
+    def op_size(self, req):
+        import torch
+        for name, value in (req.get("constants") or {}).items():
+            if not isinstance(getattr(self.task, name, None), int):
+                return {"error": f"the task's module has no integer constant '{name}'", "kind": "invalid"}
+            setattr(self.task, name, int(value))
+        try:
+            init = list(self.task.get_init_inputs()) if hasattr(self.task, "get_init_inputs") else []
+        except BaseException as exc:   # noqa: B036
+            return {"error": "get_init_inputs() failed", "kind": "invalid",
+                    "traceback": trimmed_traceback(exc, 4000)}
+        module = self.task if self.role != "candidate" else self.cand
+        name = self.entry if self.role != "candidate" else self.candidate_entry
+        target = getattr(module, name)
+        try:
+            torch.manual_seed(int(req["seed"]))
+            if isinstance(target, type):
+                model = target(*init)
+                if isinstance(model, torch.nn.Module):
+                    model = model.to(self.device)
+                    if self.cast is not None:
+                        model = model.to(self.cast)
+                    model.eval()
+                self.model = model
+            else:
+                self.model = target
+        except BaseException as exc:   # noqa: B036
+            return {"error": f"building {name} failed", "kind": "invalid" if self.role != "candidate"
+                    else self.build_kind(exc), "traceback": trimmed_traceback(exc, 4000)}
+        return {"ok": True}
+
+    @staticmethod
+    def build_kind(exc):
+        """An extension or Triton build failing is a compile error; anything else a runtime error."""
+        text = f"{type(exc).__name__}: {exc}"
+        for mark in ("Error building extension", "CompilationError", "ninja", "nvcc", "CalledProcessError"):
+            if mark in text:
+                return "compile_error"
+        return "runtime_error"
+
+    def op_inputs(self, req):
+        import torch
+        torch.manual_seed(int(req["seed"]))
+        try:
+            made = list(self.task.get_inputs())
+        except BaseException as exc:   # noqa: B036
+            return {"error": "get_inputs() failed", "kind": "invalid", "traceback": trimmed_traceback(exc, 4000)}
+        inputs = []
+        for value in made:
+            if isinstance(value, torch.Tensor):
+                value = value.to(self.device)
+                if self.cast is not None and value.is_floating_point():
+                    value = value.to(self.cast)
+            inputs.append(value)
+        self.inputs = inputs
+        self.pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        return {"ok": True, "inputs": [self.meta(v) for v in inputs]}
+
+    def meta(self, value):
+        import torch
+        if not isinstance(value, torch.Tensor):
+            return {"kind": type(value).__name__}
+        return {"kind": "tensor" if type(value) is torch.Tensor else type(value).__name__,
+                "shape": list(value.shape), "dtype": dtype_names().get(value.dtype, str(value.dtype)),
+                "device": value.device.type, "nbytes": value.numel() * value.element_size()}
+
+    def op_call(self, req):
+        import torch
+        slots = req.get("slots")
+        profile = req.get("profile") and self.device == "cuda"
+        prof = None
+        try:
+            if profile:
+                prof = self.profile_start()
+            with torch.no_grad():
+                result = self.model(*self.inputs)
+            outputs = list(result) if isinstance(result, (tuple, list)) else [result]
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+            if prof is not None:
+                gpu = self.profile_stop(prof)
+                prof = None
+            metas = [self.meta(v) for v in outputs]
+            #  The outputs, as bytes, where the supervisor said (it compares them).
+            if slots is None:
+                offset, slots = 0, []
+                for m in metas:
+                    slots.append({"offset": offset, "nbytes": m.get("nbytes", 0)})
+                    offset += (m.get("nbytes", 0) + 63) // 64 * 64
+            if len(slots) != len(outputs):
+                return {"outputs": metas, "gpu": None if not profile else gpu}
+            shm = self.mapped(max((s["offset"] + s["nbytes"] for s in slots), default=0))
+            for value, m, slot in zip(outputs, metas, slots):
+                if m["kind"] != "tensor" or m["nbytes"] != slot["nbytes"] or not m["nbytes"]:
+                    continue
+                flat = value.detach().contiguous().view(-1)
+                if flat.dtype == torch.bool:
+                    flat = flat.to(torch.uint8)
+                dst = torch.frombuffer(shm, dtype=torch.uint8, count=slot["nbytes"], offset=slot["offset"])
+                dst.copy_(flat.view(torch.uint8))
+            reply = {"outputs": metas}
+            if profile:
+                reply["gpu"] = gpu
+            return reply
+        except BaseException as exc:   # noqa: B036
+            if prof is not None:
+                try:
+                    prof.__exit__(None, None, None)
+                except BaseException:   # noqa: B036
+                    pass
+            fault = "CUDA error" in str(exc) or "cudaError" in str(exc) or "illegal memory" in str(exc)
+            return {"error": f"{type(exc).__name__} in forward", "kind": self.build_kind(exc),
+                    "fatal": bool(fault), "traceback": trimmed_traceback(exc, 4000)}
+
+    def profile_start(self):
+        from torch.profiler import profile, ProfilerActivity
+        prof = profile(activities=[ProfilerActivity.CUDA])
+        prof.__enter__()
+        return prof
+
+    def profile_stop(self, prof):
+        """GPU activity of one call: kernels (name, start, end), copies and sets, all streams."""
+        prof.__exit__(None, None, None)
+        kernels, spans = [], []
+        for event in prof.events():
+            dev = getattr(event, "device_type", None)
+            if dev is None or "CUDA" not in str(dev):
+                continue
+            start = event.time_range.start
+            end = event.time_range.end
+            name = event.name
+            kind = "memcpy" if name.startswith("Memcpy") else "memset" if name.startswith("Memset") else "kernel"
+            spans.append((start, end, kind, name))
+        spans.sort()
+        busy = 0.0
+        for start, end, kind, name in spans:
+            if kind == "kernel":
+                kernels.append({"name": name, "us": end - start})
+        kernel_spans = [(s, e) for s, e, k, _ in spans if k != "memcpy" or not _.startswith("Memcpy DtoH")]
+        if kernel_spans:
+            first = min(s for s, _ in kernel_spans)
+            last = max(e for _, e in kernel_spans)
+            busy = last - first
+        return {"span_us": busy, "kernels": kernels}
+
+    def op_inputs_unchanged(self, req):
+        import torch
+        changed = []
+        for i, (now, was) in enumerate(zip(self.inputs or [], self.pristine or [])):
+            if isinstance(was, torch.Tensor):
+                same = (isinstance(now, torch.Tensor) and now.shape == was.shape and now.dtype == was.dtype
+                        and bool(torch.equal(now.detach(), was)))
+                if not same:
+                    changed.append(i)
+        return {"changed": changed}
+
+    def op_flush(self, req):
+        import torch
+        if self.device == "cuda":
+            if getattr(self, "scratch", None) is None:
+                l2 = torch.cuda.get_device_properties(0).L2_cache_size
+                self.scratch = torch.empty(max(2 * l2, 64 << 20) // 4, dtype=torch.int32, device="cuda")
+                self.flushes = 0
+            self.flushes += 1
+            self.scratch.fill_(self.flushes)
+            torch.cuda.synchronize()
+        return {"ok": True}
+
+    def op_copy(self, req):
+        import torch
+        nbytes = int(req["nbytes"])
+        repeat = max(1, min(int(req.get("repeat", 5)), 50))
+        src = torch.zeros(max(nbytes, 1), dtype=torch.uint8, device=self.device)
+        shm = self.mapped(max(nbytes, 1))
+        dst = torch.frombuffer(shm, dtype=torch.uint8, count=max(nbytes, 1), offset=0)
+        seconds = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            dst.copy_(src)
+            seconds.append(time.perf_counter() - t0)
+        return {"seconds": seconds}
+
+    def serve(self):
+        import torch
+        info = {"hello": True, "python": sys.version.split()[0], "torch": torch.__version__,
+                "role": self.role, "device": self.device, "pid": os.getpid()}
+        if self.device == "cuda":
+            if not torch.cuda.is_available():
+                self.channel.send({"error": "torch sees no CUDA device", "kind": "internal"})
+                return 2
+            torch.cuda.init()
+            props = torch.cuda.get_device_properties(0)
+            info["gpu"] = props.name
+            try:
+                import triton
+                info["triton"] = triton.__version__
+            except ImportError:
+                info["triton"] = None
+        self.channel.send(info)
+        ops = {"load": self.op_load, "size": self.op_size, "inputs": self.op_inputs, "call": self.op_call,
+               "inputs_unchanged": self.op_inputs_unchanged, "flush": self.op_flush, "copy": self.op_copy}
+        while True:
+            try:
+                req = self.channel.recv()
+            except EOFError:
+                return 0
+            op = req.get("op")
+            if op == "exit":
+                return 0
+            handler = ops.get(op)
+            if handler is None:
+                self.channel.send({"error": f"unknown op {op!r}", "kind": "internal"})
+                continue
+            self.channel.send(handler(req))
+
+
+def main(argv):
+    args = {}
+    it = iter(argv[1:])
+    for key in it:
+        if key.startswith("--"):
+            args[key[2:]] = next(it, "")
+    work = args.get("dir") or os.getcwd()
+    #  Every cache and temporary file of this process in its own directory.
+    for var, sub in (("TRITON_CACHE_DIR", "triton"), ("TORCH_EXTENSIONS_DIR", "extensions"),
+                     ("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("XDG_CACHE_HOME", "cache"),
+                     ("TMPDIR", "tmp"), ("HOME", "")):
+        path = os.path.join(work, sub) if sub else work
+        os.makedirs(path, exist_ok=True)
+        os.environ[var] = path
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    if args.get("gpu"):
+        os.environ["CUDA_VISIBLE_DEVICES"] = args["gpu"]
+    os.environ.setdefault("OMP_NUM_THREADS", args.get("threads", "1"))
+    sys.dont_write_bytecode = True
+    sys.path.insert(0, work)
+    os.chdir(work)
+    runner = Runner(args)
+    return runner.serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

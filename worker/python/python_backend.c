@@ -1,0 +1,950 @@
+/*  python_backend - PyTorch-reference tasks: Python candidates in sandboxed runners.
+
+    A job's two programs run in two processes of the worker's interpreter
+    (python_proc, kgym_pyrunner.py), each in its own sandbox: the task's
+    reference (R), which only the task's code ever runs in, and the
+    candidate (C). Neither sees the other; this supervisor drives both.
+
+    Order of work, and why:
+      1. R loads the task; when timing is asked, R times the baseline (the
+         eager reference) first, before the candidate's module is even
+         imported: nothing of the candidate can run beside the baseline.
+      2. C imports the candidate (its Triton and extension builds: the
+         compile step) and builds ModelNew from the same seeded init inputs.
+      3. For every size and trial, with a seed drawn for that run alone
+         (a keyed hash of the job's seed: not guessable from earlier ones),
+         R computes the expected outputs into its shared memory, C makes the
+         same inputs and runs its forward; its outputs are copied, inside
+         the call, into C's shared memory where this side has poisoned the
+         bytes. The moment C replies, random positions are read: a poisoned
+         one means C replied before its output was complete. Then C is
+         stopped and every byte compared here (worker_grade). Shape, dtype,
+         device and plain-tensor-ness are compared with R's.
+      4. Timed runs: the same, each on inputs of its own, with R flushing
+         the GPU's L2 first. A call's time is C's GPU time from its kernel
+         records (the profiler, in C: all streams) when it agrees with this
+         side's own wall clock around the call (minus the calibrated cost of
+         the reply and the copy, measured in R); when it does not, the wall
+         clock's figure is used. Either way nothing C does can make its
+         time smaller than what this side saw.
+      5. The wrapper check: from the same kernel records, the share of C's
+         GPU time in library kernels (ATen, cuBLAS, cuDNN, inductor's).
+    See docs/sandbox.md ("Python runners") for the argument in full.
+*/
+#include "common_util.h"
+#include "python_backend.h"
+#include "python_proc.h"
+#include "worker_eval.h"
+#include "worker_grade.h"
+#include "common_dtype.h"
+#include "common_log.h"
+#include "kgym_config.h"
+#include <math.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define HELLO_S         180.0       //  interpreter start and `import torch` on a cold disk
+#define TRUSTED_S       120.0       //  one request of the reference
+#define LOAD_MIN_S      120.0       //  a candidate's import (its builds) gets at least this
+#define CALIBRATIONS    7           //  calls timed to know the cost of the reply and the copy
+#define SAMPLES         4096        //  output positions read the moment a reply arrives
+#define MAX_OUTPUTS     16          //  tensors a forward may return
+#define WALL_FACTOR     3.0         //  candidate wall time allowed per second of its budget
+
+typedef struct {
+    worker_eval_config_t cfg;       //  copy (strings borrowed from the caller)
+    char python [4096];             //  the interpreter
+    char script [4096];             //  kgym_pyrunner.py
+    char device [256];              //  "cpu: ... (torch 1.13.1)", "NVIDIA H200 (torch 2.11.0)"
+    char caps [512];                //  what the sandbox enforces
+    uint64_t max_job_bytes;         //  memory one job may need
+    pthread_mutex_t gpu;            //  one job on the GPU at a time
+} python_backend_t;
+
+typedef struct {
+    const common_job_t *job;        //  borrowed
+    uint64_t seed;                  //  the job's seed
+} python_job_t;
+
+//  One output slot: where a tensor of the reference's goes, and what it is.
+typedef struct {
+    uint64_t offset, nbytes;        //  in the candidate's shared memory
+    common_dtype_t dtype;           //  element type
+    char shape [128];               //  the reference's shape, as JSON text
+    char device [16];               //  "cpu", "cuda"
+} s_slot_t;
+
+typedef struct {
+    python_backend_t *self;
+    const common_job_t *job;
+    const common_task_t *task;
+    worker_outcome_t *out;
+    const char *target;             //  "cpu" or "cuda"
+    bool gpu;                       //  target is a GPU
+    uint64_t seed;
+    python_proc_t *ref, *cand;
+    s_slot_t slots [MAX_OUTPUTS];   //  the current run's outputs
+    size_t nslots;
+    uint8_t *expected;              //  copy of the reference's outputs
+    size_t expected_size;
+    worker_grade_tolerance_t tol;
+    double over_s;                  //  a profiled call's wall time beyond its GPU span (R's median)
+    double used_s;                  //  the candidate's time so far (its budget)
+    double wall_s;                  //  its wall time so far
+    uint32_t fallbacks;             //  timed calls whose records the wall clock did not confirm
+    char fallback_why [160];        //  the first one's reason
+    json_t *cand_kernels;           //  name -> {us, launches}
+    json_t *ref_kernels;            //  likewise, the reference's
+} s_exec_t;
+
+//  --- finding things ---
+
+static bool
+s_file (const char *path)
+{
+    return path && access (path, R_OK) == 0;
+}
+
+static void
+s_find_script (char *buf, size_t len)
+{
+    const char *env = getenv ("KGYM_PYRUNNER");
+    const char *places [] = {
+        env, KGYM_SOURCE_DIR "/worker/python/kgym_pyrunner.py", KGYM_DATADIR "/kgym_pyrunner.py", NULL
+    };
+    buf [0] = 0;
+    for (int i = 0; i < 3; i++)
+        if (places [i] && *places [i] && s_file (places [i])) {
+            snprintf (buf, len, "%s", places [i]);
+            return;
+        }
+}
+
+//  --- seeds ---
+
+//  The seed of one run: a keyed hash (SipHash) of the job's seed, so seeds
+//  seen by a candidate tell nothing of the next one.
+static uint64_t
+s_seed (uint64_t job_seed, const char *what, uint64_t a, uint64_t b)
+{
+    unsigned char key [crypto_shorthash_KEYBYTES];
+    memset (key, 0, sizeof key);
+    memcpy (key, &job_seed, sizeof job_seed);
+    memcpy (key + 8, "kgym-py!", 8);
+    char msg [96];
+    int n = snprintf (msg, sizeof msg, "%s/%llu/%llu", what, (unsigned long long) a, (unsigned long long) b);
+    unsigned char hash [crypto_shorthash_BYTES];
+    crypto_shorthash (hash, (const unsigned char *) msg, (unsigned long long) n, key);
+    uint64_t seed;
+    memcpy (&seed, hash, sizeof seed);
+    return seed & INT64_MAX;
+}
+
+//  --- requests ---
+
+//  A verdict from a runner's error reply ({error, kind, traceback}).
+static void
+s_fail_reply (s_exec_t *ex, json_t *reply, const char *who, worker_status_t fallback)
+{
+    const char *error = json_string_value (json_object_get (reply, "error"));
+    const char *kind = json_string_value (json_object_get (reply, "kind"));
+    const char *tb = json_string_value (json_object_get (reply, "traceback"));
+    worker_status_t status = fallback;
+    if (kind && strcmp (kind, "compile_error") == 0)
+        status = STATUS_COMPILE_ERROR;
+    else
+    if (kind && strcmp (kind, "runtime_error") == 0)
+        status = STATUS_RUNTIME_ERROR;
+    else
+    if (kind && strcmp (kind, "invalid") == 0)
+        status = STATUS_INVALID;
+    //  The reference's failures are the task's; the candidate cannot make
+    //  its own failure anyone else's.
+    if (strcmp (who, "candidate") != 0)
+        status = STATUS_INVALID;
+    else
+    if (status == STATUS_INVALID || status == STATUS_INTERNAL_ERROR)
+        status = fallback;
+    worker_outcome_fail (ex->out, status, "%s: %s", who, error? error: "failed");
+    if (tb && *tb) {
+        free (ex->out->compile_log);
+        ex->out->compile_log = strdup (tb);
+    }
+}
+
+//  Send op to a runner; 0 with *reply, -1 with the verdict set (who's fault
+//  it is decided by who: the reference's failures make the task invalid).
+static int
+s_ask (s_exec_t *ex, python_proc_t *proc, json_t *req, double timeout_s, json_t **reply,
+       double *wall_s)
+{
+    bool is_cand = proc == ex->cand;
+    const char *who = is_cand? "candidate": "the task's reference";
+    char err [512] = "";
+    int rc = python_proc_request (proc, req, timeout_s, reply, wall_s, err, sizeof err);
+    json_decref (req);
+    if (rc == 1) {
+        worker_outcome_fail (ex->out, is_cand? STATUS_TIMEOUT: STATUS_INVALID, "%s: %s", who, err);
+        return -1;
+    }
+    if (rc != 0) {
+        worker_outcome_fail (ex->out, is_cand? STATUS_RUNTIME_ERROR: STATUS_INVALID, "%s: %s", who, err);
+        return -1;
+    }
+    if (json_object_get (*reply, "error")) {
+        s_fail_reply (ex, *reply, who, is_cand? STATUS_RUNTIME_ERROR: STATUS_INVALID);
+        json_decref (*reply);
+        *reply = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int
+s_simple (s_exec_t *ex, python_proc_t *proc, json_t *req, double timeout_s)
+{
+    json_t *reply = NULL;
+    int rc = s_ask (ex, proc, req, timeout_s, &reply, NULL);
+    json_decref (reply);
+    return rc;
+}
+
+//  Both programs' model for size s, built after the same seed.
+static int
+s_size (s_exec_t *ex, python_proc_t *proc, size_t s)
+{
+    const common_size_t *size = &ex->task->sizes [s];
+    json_t *constants = json_object ();
+    for (size_t k = 0; k < size->nvars; k++)
+        json_object_set_new (constants, size->names [k], json_integer ((json_int_t) size->values [k]));
+    json_t *req = json_pack ("{s:s, s:o, s:I}", "op", "size", "constants", constants,
+                             "seed", (json_int_t) s_seed (ex->seed, "init", s, 0));
+    double timeout = proc == ex->cand? fmax (ex->job->eval.compile_timeout_s, LOAD_MIN_S): TRUSTED_S;
+    return s_simple (ex, proc, req, timeout);
+}
+
+static int
+s_inputs (s_exec_t *ex, python_proc_t *proc, uint64_t seed)
+{
+    return s_simple (ex, proc, json_pack ("{s:s, s:I}", "op", "inputs", "seed", (json_int_t) seed),
+                     TRUSTED_S + (proc == ex->cand? ex->job->eval.timeout_s: 0));
+}
+
+//  --- the reference's outputs ---
+
+//  Run the reference on its current inputs; its outputs become the slots
+//  (and, with keep, the expected bytes). 0 or -1.
+static int
+s_reference_call (s_exec_t *ex, bool keep, json_t **gpu, double *wall_s)
+{
+    json_t *reply = NULL;
+    json_t *req = json_pack ("{s:s, s:b}", "op", "call", "profile", gpu != NULL);
+    if (s_ask (ex, ex->ref, req, TRUSTED_S, &reply, wall_s))
+        return -1;
+    json_t *outputs = json_object_get (reply, "outputs");
+    size_t n = json_array_size (outputs);
+    if (n == 0 || n > MAX_OUTPUTS) {
+        worker_outcome_fail (ex->out, STATUS_INVALID, "the task's reference returned %zu outputs "
+                             "(1 to %d tensors)", n, MAX_OUTPUTS);
+        json_decref (reply);
+        return -1;
+    }
+    uint64_t offset = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *meta = json_array_get (outputs, i);
+        s_slot_t *slot = &ex->slots [i];
+        const char *kind = json_string_value (json_object_get (meta, "kind"));
+        slot->dtype = common_dtype_parse (json_string_value (json_object_get (meta, "dtype")));
+        if (!kind || strcmp (kind, "tensor") != 0 || slot->dtype == DTYPE_INVALID) {
+            worker_outcome_fail (ex->out, STATUS_INVALID, "the task's reference output %zu is not a "
+                                 "tensor of a supported dtype", i);
+            json_decref (reply);
+            return -1;
+        }
+        slot->nbytes = (uint64_t) json_integer_value (json_object_get (meta, "nbytes"));
+        slot->offset = offset;
+        offset += (slot->nbytes + 63) & ~(uint64_t) 63;
+        char *shape = json_dumps (json_object_get (meta, "shape"), JSON_COMPACT);
+        snprintf (slot->shape, sizeof slot->shape, "%s", shape? shape: "?");
+        free (shape);
+        const char *device = json_string_value (json_object_get (meta, "device"));
+        snprintf (slot->device, sizeof slot->device, "%s", device? device: "?");
+    }
+    ex->nslots = n;
+    if (gpu)
+        *gpu = json_incref (json_object_get (reply, "gpu"));
+    json_decref (reply);
+    if (offset > ex->self->max_job_bytes / 4) {
+        worker_outcome_fail (ex->out, STATUS_INVALID, "the outputs need %.3g GiB; this worker allows "
+                             "%.3g GiB per job (--max-job-memory)", (double) offset / (1u << 30),
+                             (double) ex->self->max_job_bytes / (1u << 30));
+        return -1;
+    }
+    if (!keep)
+        return 0;
+    uint8_t *shm = python_proc_shm (ex->ref, offset);
+    if (offset > ex->expected_size) {
+        free (ex->expected);
+        ex->expected = malloc (offset? offset: 1);
+        ex->expected_size = ex->expected? offset: 0;
+    }
+    if (!shm || !ex->expected) {
+        worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "cannot hold %llu bytes of outputs",
+                             (unsigned long long) offset);
+        return -1;
+    }
+    memcpy (ex->expected, shm, offset);
+    //  A reference answer of NaN could never be matched: the task is broken.
+    worker_grade_tensor_t tensors [MAX_OUTPUTS];
+    for (size_t i = 0; i < n; i++) {
+        size_t esize = common_dtype_size (ex->slots [i].dtype);
+        tensors [i] = (worker_grade_tensor_t) { .name = "output", .kind = ARG_OUTPUT,
+            .dtype = ex->slots [i].dtype, .count = esize? ex->slots [i].nbytes / esize: 0,
+            .expected = ex->expected + ex->slots [i].offset };
+    }
+    return worker_grade_reference (ex->out, tensors, n, 0);
+}
+
+//  --- the candidate's calls ---
+
+//  Poison the candidate's output area with bits that depend on this run.
+static void
+s_poison (uint8_t *area, size_t size, uint64_t seed)
+{
+    randombytes_buf_deterministic (area, size, (const unsigned char *) (uint64_t [4]) { seed, ~seed, seed ^ 0x5bd1e995u, 7 });
+}
+
+//  Positions read the moment the reply arrives: how many still hold poison.
+static uint32_t
+s_still_poisoned (const uint8_t *got, const uint8_t *poison_copy, size_t size, size_t esize)
+{
+    if (size < esize || esize == 0)
+        return 0;
+    size_t count = size / esize;
+    uint32_t hits = 0;
+    for (int i = 0; i < SAMPLES; i++) {
+        size_t at = (size_t) (randombytes_uniform (UINT32_MAX) * (uint64_t) count / UINT32_MAX) % count;
+        if (memcmp (got + at * esize, poison_copy + at * esize, esize) == 0)
+            hits++;
+    }
+    return hits;
+}
+
+//  The time of one call, from both clocks (see the file's header). On the
+//  CPU it is the wall time of the call, measured here (the baseline's the
+//  same way, through the same harness). On a GPU it is the call's GPU span
+//  from its kernel records, when this side's wall clock agrees: the wall
+//  time beyond the span must not exceed what it is for the reference's own
+//  calls (the reply, the copy, the profiler) by more than a slack; when it
+//  does, the wall time less that allowance is used, never less than the span.
+static double
+s_call_time (s_exec_t *ex, double wall_s, json_t *gpu)
+{
+    if (!ex->gpu)
+        return wall_s;
+    double span = json_number_value (json_object_get (gpu, "span_us")) / 1e6;
+    double outside = wall_s - span;
+    double slack = 3e-4 + 0.25 * ex->over_s + 0.1 * span;
+    const char *why = NULL;
+    if (!(span > 0))
+        why = "its call left no GPU activity in its records";
+    else
+    if (outside > ex->over_s + slack)
+        why = "its wall time was longer than its records account for";
+    if (!why)
+        return span;
+    if (!ex->fallbacks++)
+        snprintf (ex->fallback_why, sizeof ex->fallback_why, "%s", why);
+    double t = wall_s - ex->over_s;
+    return t > span? t: (span > 0? span: wall_s);
+}
+
+//  Add a call's kernel records to totals (name -> {us, launches}).
+static void
+s_add_kernels (json_t *totals, json_t *gpu)
+{
+    json_t *kernels = json_object_get (gpu, "kernels");
+    size_t i;
+    json_t *k;
+    json_array_foreach (kernels, i, k) {
+        const char *name = json_string_value (json_object_get (k, "name"));
+        if (!name)
+            continue;
+        char key [256];
+        snprintf (key, sizeof key, "%s", name);
+        json_t *entry = json_object_get (totals, key);
+        if (!entry) {
+            if (json_object_size (totals) >= 256)
+                continue;
+            entry = json_pack ("{s:f, s:i}", "us", 0.0, "launches", 0);
+            json_object_set_new (totals, key, entry);
+        }
+        json_object_set_new (entry, "us", json_real (json_number_value (json_object_get (entry, "us"))
+                                                     + json_number_value (json_object_get (k, "us"))));
+        json_object_set_new (entry, "launches",
+                             json_integer (json_integer_value (json_object_get (entry, "launches")) + 1));
+    }
+}
+
+//  One candidate call on the inputs it holds, checked against ex->expected.
+//  *time_s gets its time when timed. 0 right; -1 with the verdict set.
+static int
+s_candidate_call (s_exec_t *ex, uint64_t seed, bool timed, const char *when, uint32_t size_index,
+                  uint32_t trial, double *time_s)
+{
+    //  Where its outputs go, poisoned, and what the poison was.
+    uint64_t total = 0;
+    for (size_t i = 0; i < ex->nslots; i++)
+        total = ex->slots [i].offset + ex->slots [i].nbytes > total
+              ? ex->slots [i].offset + ex->slots [i].nbytes: total;
+    uint8_t *shm = python_proc_shm (ex->cand, total? total: 1);
+    uint8_t *poison = malloc (total? total: 1);
+    if (!shm || !poison) {
+        free (poison);
+        worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "cannot map %llu bytes", (unsigned long long) total);
+        return -1;
+    }
+    s_poison (poison, total, seed ^ 0xC0FFEEull);
+    memcpy (shm, poison, total);
+    json_t *slots = json_array ();
+    for (size_t i = 0; i < ex->nslots; i++)
+        json_array_append_new (slots, json_pack ("{s:I, s:I}", "offset", (json_int_t) ex->slots [i].offset,
+                                                 "nbytes", (json_int_t) ex->slots [i].nbytes));
+    double budget = ex->job->eval.timeout_s;
+    double left = WALL_FACTOR * budget - ex->wall_s;
+    if (left <= 0 || ex->used_s > budget) {
+        free (poison);
+        json_decref (slots);
+        worker_outcome_fail (ex->out, STATUS_TIMEOUT, "timed out: the candidate used up its %.3g s budget",
+                             budget);
+        return -1;
+    }
+    json_t *reply = NULL;
+    double wall = 0;
+    json_t *req = json_pack ("{s:s, s:o, s:b}", "op", "call", "slots", slots, "profile", timed && ex->gpu);
+    int rc = s_ask (ex, ex->cand, req, left, &reply, &wall);
+    ex->wall_s += wall;
+    if (rc) {
+        free (poison);
+        if (ex->out->status == STATUS_TIMEOUT)
+            snprintf (ex->out->message, sizeof ex->out->message, "timed out: the candidate's call (%s) "
+                      "ran past its budget of %.3g s", when, budget);
+        return -1;
+    }
+    //  Read first, before anything else: an output still holding poison was
+    //  not complete when the reply was sent.
+    for (size_t i = 0; i < ex->nslots; i++) {
+        const s_slot_t *slot = &ex->slots [i];
+        size_t esize = common_dtype_size (slot->dtype);
+        uint32_t hits = s_still_poisoned (shm + slot->offset, poison + slot->offset, slot->nbytes, esize);
+        //  A right value equal to the poison by chance: 1 in 2^(8 esize).
+        uint32_t chance = esize == 1? SAMPLES / 32: esize == 2? 8: 2;
+        if (hits > chance) {
+            free (poison);
+            json_decref (reply);
+            worker_outcome_fail (ex->out, STATUS_INCORRECT, "output %zu was not complete when the "
+                                 "candidate's call returned (%u of %d positions read at once were "
+                                 "never written; %s)", i, hits, SAMPLES, when);
+            return -1;
+        }
+    }
+    free (poison);
+    json_t *outputs = json_object_get (reply, "outputs");
+    if (json_array_size (outputs) != ex->nslots) {
+        worker_outcome_fail (ex->out, STATUS_INCORRECT, "the candidate returned %zu outputs, the "
+                             "reference %zu (%s)", json_array_size (outputs), ex->nslots, when);
+        json_decref (reply);
+        return -1;
+    }
+    for (size_t i = 0; i < ex->nslots; i++) {
+        json_t *meta = json_array_get (outputs, i);
+        const s_slot_t *slot = &ex->slots [i];
+        const char *kind = json_string_value (json_object_get (meta, "kind"));
+        const char *dtype = json_string_value (json_object_get (meta, "dtype"));
+        const char *device = json_string_value (json_object_get (meta, "device"));
+        char *shape = json_dumps (json_object_get (meta, "shape"), JSON_COMPACT);
+        char problem [256] = "";
+        if (!kind || strcmp (kind, "tensor") != 0)
+            snprintf (problem, sizeof problem, "is a %.64s, not a plain torch.Tensor", kind? kind: "?");
+        else
+        if (!dtype || common_dtype_parse (dtype) != slot->dtype)
+            snprintf (problem, sizeof problem, "has dtype %.16s, the reference's %s", dtype? dtype: "?",
+                      common_dtype_name (slot->dtype));
+        else
+        if (!shape || strcmp (shape, slot->shape) != 0)
+            snprintf (problem, sizeof problem, "has shape %.60s, the reference's %.60s", shape? shape: "?",
+                      slot->shape);
+        else
+        if (!device || strcmp (device, slot->device) != 0)
+            snprintf (problem, sizeof problem, "is on %.16s, the reference's on %s", device? device: "?",
+                      slot->device);
+        free (shape);
+        if (problem [0]) {
+            worker_outcome_fail (ex->out, STATUS_INCORRECT, "output %zu %s (%s)", i, problem, when);
+            json_decref (reply);
+            return -1;
+        }
+    }
+    json_t *gpu = json_object_get (reply, "gpu");
+    if (timed) {
+        double t = s_call_time (ex, wall, gpu);
+        ex->used_s += t;
+        *time_s = t;
+        if (ex->gpu && json_is_object (gpu))
+            s_add_kernels (ex->cand_kernels, gpu);
+    }
+    else
+        ex->used_s += wall;
+    json_decref (reply);
+    //  Every byte, with the candidate stopped: nothing of it runs while its
+    //  outputs are read.
+    if (python_proc_stop (ex->cand)) {
+        worker_outcome_fail (ex->out, STATUS_RUNTIME_ERROR, "the candidate's runner exited or could "
+                             "not be stopped after its call (%s)", when);
+        return -1;
+    }
+    worker_grade_tensor_t tensors [MAX_OUTPUTS];
+    char names [MAX_OUTPUTS][16];
+    for (size_t i = 0; i < ex->nslots; i++) {
+        const s_slot_t *slot = &ex->slots [i];
+        size_t esize = common_dtype_size (slot->dtype);
+        snprintf (names [i], sizeof names [i], "output %zu", i);
+        tensors [i] = (worker_grade_tensor_t) { .name = names [i], .kind = ARG_OUTPUT, .dtype = slot->dtype,
+            .count = slot->nbytes / esize, .expected = ex->expected + slot->offset,
+            .got = shm + slot->offset };
+    }
+    rc = worker_grade_check (ex->out, tensors, ex->nslots, &ex->tol, size_index, trial, when);
+    python_proc_continue (ex->cand);
+    if (rc)
+        return -1;
+    //  Its inputs must be as they were made.
+    if (s_ask (ex, ex->cand, json_pack ("{s:s}", "op", "inputs_unchanged"), TRUSTED_S, &reply, NULL))
+        return -1;
+    json_t *changed = json_object_get (reply, "changed");
+    if (json_array_size (changed)) {
+        worker_outcome_fail (ex->out, STATUS_INCORRECT, "input %lld was modified by the candidate (%s)",
+                             (long long) json_integer_value (json_array_get (changed, 0)), when);
+        json_decref (reply);
+        return -1;
+    }
+    json_decref (reply);
+    return 0;
+}
+
+//  --- phases ---
+
+//  The baseline (the eager reference) timed in R, before the candidate's
+//  module exists. Samples into base_us (eval.timed of them).
+static int
+s_baseline (s_exec_t *ex, double *base_us)
+{
+    const common_eval_t *eval = &ex->job->eval;
+    size_t ts = ex->task->timing_size;
+    if (s_size (ex, ex->ref, ts))
+        return -1;
+    double over [64];
+    uint32_t nover = 0;
+    for (uint32_t i = 0; i < eval->warmup + eval->timed; i++) {
+        json_t *gpu = NULL;
+        double wall = 0;
+        if (s_inputs (ex, ex->ref, s_seed (ex->seed, "base", i, 0))
+        ||  (ex->gpu && s_simple (ex, ex->ref, json_pack ("{s:s}", "op", "flush"), TRUSTED_S))
+        ||  s_reference_call (ex, false, ex->gpu? &gpu: NULL, &wall)) {
+            json_decref (gpu);
+            return -1;
+        }
+        double span = json_number_value (json_object_get (gpu, "span_us")) / 1e6;
+        if (ex->gpu && span > 0 && nover < 64)
+            over [nover++] = fmax (wall - span, 0);
+        double t = ex->gpu && span > 0? span: wall;
+        if (i >= eval->warmup) {
+            base_us [i - eval->warmup] = t * 1e6;
+            if (ex->gpu)
+                s_add_kernels (ex->ref_kernels, gpu);
+        }
+        json_decref (gpu);
+    }
+    if (nover) {
+        worker_timing_t t;
+        worker_grade_timing (&t, over, nover);
+        ex->over_s = t.median_us;
+    }
+    return 0;
+}
+
+static int
+s_correctness (s_exec_t *ex)
+{
+    for (size_t s = 0; s < ex->task->nsizes; s++) {
+        if (s_size (ex, ex->ref, s) || s_size (ex, ex->cand, s))
+            return -1;
+        for (uint32_t t = 0; t < ex->job->eval.trials; t++) {
+            uint64_t seed = s_seed (ex->seed, "check", s, t);
+            char when [64];
+            snprintf (when, sizeof when, "trial %u", t);
+            if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, NULL, NULL)
+            ||  s_inputs (ex, ex->cand, seed)
+            ||  s_candidate_call (ex, seed, false, when, (uint32_t) s, t, NULL))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static int
+s_timing (s_exec_t *ex, double *cand_us)
+{
+    const common_eval_t *eval = &ex->job->eval;
+    size_t ts = ex->task->timing_size;
+    if (s_size (ex, ex->ref, ts) || s_size (ex, ex->cand, ts))
+        return -1;
+    for (uint32_t i = 0; i < eval->warmup + eval->timed; i++) {
+        uint64_t seed = s_seed (ex->seed, "time", i, 0);
+        char when [64];
+        snprintf (when, sizeof when, "timed run %u", i);
+        double t = 0;
+        if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, NULL, NULL)
+        ||  s_inputs (ex, ex->cand, seed)
+        ||  (ex->gpu && s_simple (ex, ex->ref, json_pack ("{s:s}", "op", "flush"), TRUSTED_S))
+        ||  s_candidate_call (ex, seed, true, when, (uint32_t) ts, TASK_MAX_TRIALS + i, &t))
+            return -1;
+        if (i >= eval->warmup)
+            cand_us [i - eval->warmup] = t * 1e6;
+    }
+    return 0;
+}
+
+//  A kernel of a library (ATen, cuBLAS, cuDNN, CUTLASS, cuFFT, inductor's
+//  generated Triton), not one the candidate compiled itself.
+static bool
+s_library_kernel (const char *name)
+{
+    static const char *marks [] = {
+        "at::", "at_cuda_detail", "c10::", "cublas", "cutlass", "cudnn", "xmma", "nvjet", "gemm",
+        "gemv", "fft", "splitKreduce", "cub::", "thrust::", "elementwise_kernel", "reduce_kernel",
+        "triton_poi_", "triton_red_", "triton_per_", "triton_tem_", "sm90_", "sm80_", "ampere_",
+        "hopper_", "volta_", "turing_", NULL
+    };
+    for (int i = 0; marks [i]; i++)
+        if (strstr (name, marks [i]))
+            return true;
+    return false;
+}
+
+//  The kernels' table and shares; the wrapper check. 0 or -1 (invalid).
+static int
+s_kernels (s_exec_t *ex, json_t *profile)
+{
+    double own_us = 0, lib_us = 0, triton_us = 0, cuda_us = 0;
+    json_t *table = json_array ();
+    const char *name;
+    json_t *entry;
+    json_object_foreach (ex->cand_kernels, name, entry) {
+        double us = json_number_value (json_object_get (entry, "us"));
+        bool library = s_library_kernel (name);
+        if (library)
+            lib_us += us;
+        else {
+            own_us += us;
+            //  Triton kernels carry their Python name; C++ ones a signature.
+            if (strchr (name, '(') || strncmp (name, "_Z", 2) == 0 || strstr (name, "void "))
+                cuda_us += us;
+            else
+                triton_us += us;
+        }
+        json_array_append_new (table, json_pack ("{s:s, s:f, s:O, s:s}", "name", name, "total_us", us,
+                                                 "launches", json_object_get (entry, "launches"),
+                                                 "origin", library? "library": "own"));
+    }
+    double total = own_us + lib_us;
+    size_t i;
+    json_array_foreach (table, i, entry)
+        json_object_set_new (entry, "share", json_real (total > 0? json_number_value (
+                             json_object_get (entry, "total_us")) / total: 0));
+    json_object_set_new (profile, "kernels", table);
+    json_object_set_new (profile, "total_us", json_real (total));
+    json_object_set_new (profile, "library_share", total > 0? json_real (lib_us / total): json_null ());
+    //  The reference's kernels by share of its GPU time (its operators).
+    double ref_total = 0;
+    json_object_foreach (ex->ref_kernels, name, entry)
+        ref_total += json_number_value (json_object_get (entry, "us"));
+    json_t *ops = json_array ();
+    json_object_foreach (ex->ref_kernels, name, entry)
+        json_array_append_new (ops, json_pack ("{s:s, s:f, s:f}", "name", name, "total_us",
+                               json_number_value (json_object_get (entry, "us")), "share",
+                               ref_total > 0? json_number_value (json_object_get (entry, "us")) / ref_total: 0));
+    json_object_set_new (profile, "reference", json_pack ("{s:o, s:f}", "operators", ops, "total_us", ref_total));
+
+    const common_module_t *m = &ex->task->module;
+    if (strcmp (m->kernel, "torch") == 0 || ex->out->status != STATUS_OK)
+        return 0;
+    if (total <= 0) {
+        worker_outcome_fail (ex->out, STATUS_INVALID, "a wrapper, not a kernel: no GPU kernel of the "
+                             "candidate's was recorded in its timed runs");
+        return -1;
+    }
+    if (lib_us / total > m->library_share_max) {
+        worker_outcome_fail (ex->out, STATUS_INVALID, "a wrapper, not a kernel: %.0f%% of the "
+                             "candidate's GPU time is in library kernels (ATen, cuBLAS, cuDNN...), more "
+                             "than the task allows (%.0f%%)", 100 * lib_us / total, 100 * m->library_share_max);
+        return -1;
+    }
+    double want = strcmp (m->kernel, "triton") == 0? triton_us: strcmp (m->kernel, "cuda") == 0? cuda_us: own_us;
+    if (want <= 0) {
+        worker_outcome_fail (ex->out, STATUS_INVALID, "the task asks for %s kernels; none of the "
+                             "candidate's kernels is one", m->kernel);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+s_load (s_exec_t *ex, python_proc_t *proc)
+{
+    const common_module_t *m = &ex->task->module;
+    json_t *req = json_pack ("{s:s, s:s, s:s, s:s}", "op", "load", "task", ex->task->reference.source,
+                             "entry", m->entry, "candidate_entry", m->candidate_entry);
+    if (m->dtype != DTYPE_INVALID)
+        json_object_set_new (req, "dtype", json_string (common_dtype_name (m->dtype)));
+    bool cand = proc == ex->cand;
+    if (cand)
+        json_object_set_new (req, "candidate", json_string (ex->job->candidate->source));
+    double timeout = cand? fmax (ex->job->eval.compile_timeout_s, LOAD_MIN_S): TRUSTED_S;
+    double t0 = common_now_s ();
+    int rc = s_simple (ex, proc, req, timeout);
+    if (cand) {
+        ex->out->compile_s += common_now_s () - t0;
+        if (rc && ex->out->status == STATUS_RUNTIME_ERROR)
+            ex->out->status = STATUS_COMPILE_ERROR;       //  it did not import
+        if (rc && ex->out->status == STATUS_TIMEOUT)
+            worker_outcome_fail (ex->out, STATUS_COMPILE_ERROR, "the candidate's module did not "
+                                 "import (and build) within %.3g s", timeout);
+    }
+    return rc;
+}
+
+static python_proc_t *
+s_start (s_exec_t *ex, const char *role, char *err, size_t errlen)
+{
+    sandbox_config_t sandbox;
+    sandbox_config_default (&sandbox);
+    //  torch maps far more address space than it uses (CUDA: all device
+    //  memory too): the memory cgroup is the cap that means something.
+    sandbox.mem_bytes = ex->gpu? ex->self->max_job_bytes: ex->self->max_job_bytes / 2;
+    sandbox.max_pids = 512;
+    sandbox.cpu_s = 3600;
+    python_proc_config_t cfg = {
+        .python = ex->self->python, .script = ex->self->script, .role = role,
+        .device = ex->target, .gpu = ex->self->cfg.device, .sandbox = &sandbox
+    };
+    return python_proc_new (&cfg, err, errlen);
+}
+
+//  --- the backend ---
+
+static void
+s_execute_locked (python_backend_t *self, python_job_t *pjob, worker_outcome_t *out)
+{
+    s_exec_t ex;
+    memset (&ex, 0, sizeof ex);
+    ex.self = self;
+    ex.job = pjob->job;
+    ex.task = pjob->job->task;
+    ex.out = out;
+    ex.seed = pjob->seed;
+    ex.target = ex.task->backend;
+    ex.gpu = strcmp (ex.target, "cpu") != 0;
+    ex.cand_kernels = json_object ();
+    ex.ref_kernels = json_object ();
+    worker_grade_tolerance (ex.task, &ex.tol);
+    const common_eval_t *eval = &ex.job->eval;
+    double *base_us = calloc (eval->timed + 1, sizeof (double));
+    double *cand_us = calloc (eval->timed + 1, sizeof (double));
+    char err [512] = "";
+    //  Both start now: their interpreters import torch side by side.
+    ex.ref = s_start (&ex, "reference", err, sizeof err);
+    ex.cand = ex.ref? s_start (&ex, "candidate", err, sizeof err): NULL;
+    if (!ex.ref || !ex.cand || !base_us || !cand_us) {
+        worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "cannot start the Python runners: %s", err);
+        goto done;
+    }
+    if (!python_proc_hello (ex.ref, HELLO_S, err, sizeof err)) {
+        worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "%s", err);
+        goto done;
+    }
+    snprintf (out->sandbox, sizeof out->sandbox, "%s", python_proc_caps (ex.cand));
+    out->baseline_kind = "reference";
+    bool timing = !eval->check_sizes_only;
+    if (s_load (&ex, ex.ref) || (timing && s_baseline (&ex, base_us)))
+        goto done;
+    if (!python_proc_hello (ex.cand, HELLO_S, err, sizeof err)) {
+        worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "%s", err);
+        goto done;
+    }
+    if (s_load (&ex, ex.cand) || s_correctness (&ex) || (timing && s_timing (&ex, cand_us)))
+        goto done;
+    if (timing) {
+        out->speedup = worker_grade_speedup (cand_us, eval->timed, base_us, eval->timed,
+                                             &out->speedup_lo, &out->speedup_hi);
+        worker_grade_timing (&out->candidate, cand_us, eval->timed);
+        worker_grade_timing (&out->baseline, base_us, eval->timed);
+    }
+    json_t *profile = json_pack ("{s:b, s:s, s:s, s:s}", "available", ex.gpu, "backend", "python",
+                                 "device", ex.target, "measured", ex.gpu
+                                 ? "each timed call's GPU span from its kernel records (all streams), "
+                                   "checked against the supervisor's wall clock"
+                                 : "the supervisor's wall clock around each call (the baseline's "
+                                   "the same way)");
+    json_object_set_new (profile, "timing_fallbacks", json_integer (ex.fallbacks));
+    if (ex.fallbacks)
+        json_object_set_new (profile, "timing_fallback_why", json_string (ex.fallback_why));
+    if (ex.gpu)
+        json_object_set_new (profile, "call_overhead_us", json_real (ex.over_s * 1e6));
+    if (ex.gpu && timing)
+        s_kernels (&ex, profile);
+    if (!out->extra)
+        out->extra = json_object ();
+    json_object_set_new (out->extra, "profile", profile);
+done:
+    python_proc_destroy (&ex.cand);
+    python_proc_destroy (&ex.ref);
+    free (ex.expected);
+    free (base_us);
+    free (cand_us);
+    json_decref (ex.cand_kernels);
+    json_decref (ex.ref_kernels);
+}
+
+static void *
+s_create (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, size_t errlen)
+{
+    (void) cache;
+    python_backend_t *self = calloc (1, sizeof *self);
+    if (!self) {
+        common_seterr (err, errlen, "out of memory");
+        return NULL;
+    }
+    self->cfg = *cfg;
+    pthread_mutex_init (&self->gpu, NULL);
+    const char *python = cfg->python? cfg->python: getenv ("KGYM_PYTHON");
+    snprintf (self->python, sizeof self->python, "%s", python && *python? python: "/usr/bin/python3");
+    s_find_script (self->script, sizeof self->script);
+    if (self->python [0] != '/' || access (self->python, X_OK) != 0) {
+        common_seterr (err, errlen, "the python backend needs an interpreter with torch: '%s' is not "
+                       "one (--python PATH)", self->python);
+        goto fail;
+    }
+    if (!self->script [0]) {
+        common_seterr (err, errlen, "kgym_pyrunner.py not found (set KGYM_PYRUNNER)");
+        goto fail;
+    }
+    long pages = sysconf (_SC_PHYS_PAGES), page = sysconf (_SC_PAGESIZE);
+    uint64_t ram = pages > 0 && page > 0? (uint64_t) pages * (uint64_t) page: 8ull << 30;
+    self->max_job_bytes = cfg->max_job_bytes? cfg->max_job_bytes: ram / 2;
+    snprintf (self->device, sizeof self->device, "%s (python %s)",
+              cfg->backend && strcmp (cfg->backend, "cpu") != 0? "GPU": "cpu", self->python);
+    snprintf (self->caps, sizeof self->caps, "%s", sandbox_host_caps ());
+    return self;
+fail:
+    pthread_mutex_destroy (&self->gpu);
+    free (self);
+    return NULL;
+}
+
+static void
+s_destroy (void **self_p)
+{
+    python_backend_t *self = *self_p;
+    if (!self)
+        return;
+    pthread_mutex_destroy (&self->gpu);
+    free (self);
+    *self_p = NULL;
+}
+
+static void *
+s_prepare (void *state, const common_job_t *job, uint64_t seed, worker_outcome_t *out)
+{
+    (void) state;
+    if (!job->task->is_module) {
+        worker_outcome_fail (out, STATUS_INVALID, "the python backend grades module tasks only");
+        return NULL;
+    }
+    python_job_t *pjob = calloc (1, sizeof *pjob);
+    if (!pjob) {
+        worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "out of memory");
+        return NULL;
+    }
+    pjob->job = job;
+    pjob->seed = seed;
+    return pjob;
+}
+
+static void
+s_execute (void *state, void **job_p, worker_outcome_t *out)
+{
+    python_backend_t *self = state;
+    python_job_t *pjob = *job_p;
+    *job_p = NULL;
+    double t0 = common_now_s ();
+    bool gpu = strcmp (pjob->job->task->backend, "cpu") != 0;
+    if (gpu)
+        pthread_mutex_lock (&self->gpu);
+    s_execute_locked (self, pjob, out);
+    if (gpu)
+        pthread_mutex_unlock (&self->gpu);
+    out->seed = pjob->seed;
+    out->run_s = common_now_s () - t0 - out->compile_s;
+    free (pjob);
+}
+
+static void
+s_job_destroy (void **job_p)
+{
+    free (*job_p);
+    *job_p = NULL;
+}
+
+static const char *
+s_device (void *state)
+{
+    return ((python_backend_t *) state)->device;
+}
+
+static const char *
+s_caps (void *state)
+{
+    return ((python_backend_t *) state)->caps;
+}
+
+static uint32_t
+s_default_slots (const worker_eval_config_t *cfg)
+{
+    //  A GPU grades one job at a time; the CPU one per two cores (two processes a job).
+    if (cfg && cfg->backend && strcmp (cfg->backend, "cpu") != 0)
+        return 1;
+    long cpus = sysconf (_SC_NPROCESSORS_ONLN);
+    return cpus > 3? (uint32_t) (cpus / 2): 1;
+}
+
+const worker_backend_t python_backend = {
+    .info = { .name = "python", .targets = { "cpu", "cuda" }, .langs = { "python" }, .modules = true },
+    .summary = "PyTorch-reference tasks: Python candidates (Triton, load_inline, torch) in sandboxed interpreters",
+    .device_ordinal = false,
+    .default_slots = s_default_slots,
+    .create = s_create,
+    .destroy = s_destroy,
+    .prepare = s_prepare,
+    .execute = s_execute,
+    .job_destroy = s_job_destroy,
+    .device = s_device,
+    .device_uuid = NULL,
+    .caps = s_caps,
+    .quarantined = NULL,
+    .probe = NULL,
+    .compile = NULL,
+};

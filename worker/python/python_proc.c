@@ -1,0 +1,348 @@
+/*  python_proc - one sandboxed Python runner (kgym_pyrunner.py), seen from the worker.  */
+#include "common_util.h"
+#include "python_proc.h"
+#include "common_log.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define S_NOBODY        65534
+#define S_MAX_REPLY     (64u << 20)     //  bytes of one reply
+#define S_STOP_S        2.0             //  SIGSTOP normally takes microseconds
+
+struct python_proc_t {
+    sandbox_t *sandbox;         //  its process group and cgroup
+    int sock;                   //  our end of the stream socketpair
+    int shm_fd;                 //  the shared memory file
+    uint8_t *shm;               //  our mapping of it
+    size_t shm_size;            //  its size
+    char dir [PATH_MAX];        //  its private directory (its cwd, caches, temporary files)
+    json_t *hello;              //  its first message, once read
+    bool alive;                 //  not known to be dead
+};
+
+static int
+s_rm_entry (const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void) st; (void) flag; (void) ftw;
+    remove (path);
+    return 0;
+}
+
+void
+python_proc_destroy (python_proc_t **self_p)
+{
+    python_proc_t *self = *self_p;
+    if (!self)
+        return;
+    sandbox_destroy (&self->sandbox);
+    if (self->shm)
+        munmap (self->shm, self->shm_size);
+    if (self->sock >= 0)
+        close (self->sock);
+    if (self->shm_fd >= 0)
+        close (self->shm_fd);
+    if (self->dir [0])
+        nftw (self->dir, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    json_decref (self->hello);
+    free (self);
+    *self_p = NULL;
+}
+
+python_proc_t *
+python_proc_new (const python_proc_config_t *cfg, char *err, size_t errlen)
+{
+    python_proc_t *self = calloc (1, sizeof *self);
+    if (!self) {
+        common_seterr (err, errlen, "out of memory");
+        return NULL;
+    }
+    self->sock = self->shm_fd = -1;
+    int peer = -1, out = -1;
+    const char *base = getenv ("TMPDIR");
+    snprintf (self->dir, sizeof self->dir, "%s/kgym-py-XXXXXX", base && *base? base: "/tmp");
+    if (!mkdtemp (self->dir)) {
+        common_seterr (err, errlen, "mkdtemp %s: %s", self->dir, strerror (errno));
+        self->dir [0] = 0;
+        goto fail;
+    }
+    //  The runner drops to nobody: its directory is its own, no one else's.
+    if (geteuid () == 0 && chown (self->dir, S_NOBODY, S_NOBODY) != 0) {
+        common_seterr (err, errlen, "chown %s: %s", self->dir, strerror (errno));
+        goto fail;
+    }
+    char path [PATH_MAX + 32];
+    snprintf (path, sizeof path, "%s/stderr.log", self->dir);
+    out = open (path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    self->shm_fd = memfd_create ("kgym-py-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    int sv [2] = { -1, -1 };
+    if (out < 0 || self->shm_fd < 0
+    ||  fcntl (self->shm_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) != 0
+    ||  socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        common_seterr (err, errlen, "cannot prepare the runner: %s", strerror (errno));
+        goto fail;
+    }
+    self->sock = sv [0];
+    peer = sv [1];
+    self->sandbox = sandbox_new (cfg->sandbox, err, errlen);
+    if (!self->sandbox)
+        goto fail;
+    char fd_text [16], shm_text [16], gpu_text [16];
+    snprintf (fd_text, sizeof fd_text, "%d", peer);
+    snprintf (shm_text, sizeof shm_text, "%d", self->shm_fd);
+    snprintf (gpu_text, sizeof gpu_text, "%d", cfg->gpu);
+    //  -I: no user site-packages, no PYTHON* variables, no script directory on the path.
+    char *const argv [] = {
+        (char *) cfg->python, "-I", (char *) cfg->script, "--fd", fd_text, "--shm", shm_text,
+        "--role", (char *) cfg->role, "--device", (char *) cfg->device, "--dir", self->dir,
+        "--gpu", gpu_text, NULL
+    };
+    if (sandbox_spawn (self->sandbox, SANDBOX_MODE_EXEC, peer, -1, self->shm_fd, out, self->dir,
+                       argv, err, errlen))
+        goto fail;
+    close (peer);
+    close (out);
+    self->alive = true;
+    return self;
+fail:
+    if (peer >= 0)
+        close (peer);
+    if (out >= 0)
+        close (out);
+    python_proc_destroy (&self);
+    return NULL;
+}
+
+//  Read exactly n bytes by deadline. 0, 1 timed out, -1 EOF or error.
+static int
+s_read (python_proc_t *self, void *buf, size_t n, uint64_t deadline)
+{
+    size_t got = 0;
+    while (got < n) {
+        uint64_t now = common_now_ns ();
+        if (now >= deadline)
+            return 1;
+        struct pollfd pfd = { .fd = self->sock, .events = POLLIN };
+        int rc = poll (&pfd, 1, (int) ((deadline - now + 999999) / 1000000));
+        if (rc < 0 && errno != EINTR)
+            return -1;
+        if (rc <= 0)
+            continue;
+        ssize_t r = read (self->sock, (uint8_t *) buf + got, n - got);
+        if (r == 0)
+            return -1;
+        if (r < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            return -1;
+        }
+        got += (size_t) r;
+    }
+    return 0;
+}
+
+static int
+s_write (python_proc_t *self, const void *buf, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = send (self->sock, (const uint8_t *) buf + done, n - done, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        done += (size_t) w;
+    }
+    return 0;
+}
+
+//  One message by deadline: 0 with *msg, 1 timed out, -1 gone, -2 malformed.
+static int
+s_recv (python_proc_t *self, uint64_t deadline, json_t **msg)
+{
+    uint8_t head [4];
+    int rc = s_read (self, head, 4, deadline);
+    if (rc)
+        return rc;
+    uint32_t size = (uint32_t) head [0] | (uint32_t) head [1] << 8 | (uint32_t) head [2] << 16
+                  | (uint32_t) head [3] << 24;
+    if (size == 0 || size > S_MAX_REPLY)
+        return -2;
+    char *text = malloc (size);
+    if (!text)
+        return -1;
+    rc = s_read (self, text, size, deadline);
+    if (rc) {
+        free (text);
+        return rc;
+    }
+    json_error_t jerr;
+    *msg = json_loadb (text, size, JSON_REJECT_DUPLICATES, &jerr);
+    free (text);
+    return json_is_object (*msg)? 0: (json_decref (*msg), *msg = NULL, -2);
+}
+
+static void
+s_dead (python_proc_t *self)
+{
+    self->alive = false;
+    sandbox_kill (self->sandbox);
+}
+
+json_t *
+python_proc_hello (python_proc_t *self, double timeout_s, char *err, size_t errlen)
+{
+    if (self->hello)
+        return self->hello;
+    json_t *msg = NULL;
+    int rc = s_recv (self, common_now_ns () + (uint64_t) (timeout_s * 1e9), &msg);
+    if (rc) {
+        s_dead (self);
+        char why [512];
+        python_proc_describe (self, why, sizeof why);
+        common_seterr (err, errlen, "the Python runner did not start (%s): %s",
+                       rc == 1? "no hello in time": rc == -2? "malformed hello": "it ended", why);
+        return NULL;
+    }
+    const char *error = json_string_value (json_object_get (msg, "error"));
+    if (error) {
+        common_seterr (err, errlen, "the Python runner cannot run: %s", error);
+        json_decref (msg);
+        s_dead (self);
+        return NULL;
+    }
+    self->hello = msg;
+    return msg;
+}
+
+int
+python_proc_request (python_proc_t *self, json_t *req, double timeout_s, json_t **reply,
+                     double *wall_s, char *err, size_t errlen)
+{
+    *reply = NULL;
+    if (wall_s)
+        *wall_s = 0;
+    if (!self->alive) {
+        common_seterr (err, errlen, "the runner is gone");
+        return -1;
+    }
+    char *text = json_dumps (req, JSON_COMPACT);
+    if (!text) {
+        common_seterr (err, errlen, "out of memory");
+        return -1;
+    }
+    size_t len = strlen (text);
+    uint8_t head [4] = { (uint8_t) len, (uint8_t) (len >> 8), (uint8_t) (len >> 16), (uint8_t) (len >> 24) };
+    uint64_t t0 = common_now_ns ();
+    int rc = s_write (self, head, 4) == 0 && s_write (self, text, len) == 0? 0: -1;
+    free (text);
+    if (rc == 0)
+        rc = s_recv (self, t0 + (uint64_t) (timeout_s * 1e9), reply);
+    if (wall_s)
+        *wall_s = (double) (common_now_ns () - t0) / 1e9;
+    if (rc == 0)
+        return 0;
+    s_dead (self);
+    char why [512];
+    python_proc_describe (self, why, sizeof why);
+    if (rc == 1)
+        common_seterr (err, errlen, "no reply within %.3g s", timeout_s);
+    else
+        common_seterr (err, errlen, "%s (%s)", rc == -2? "a malformed reply": "the runner ended", why);
+    return rc == 1? 1: -1;
+}
+
+uint8_t *
+python_proc_shm (python_proc_t *self, size_t size)
+{
+    if (self->shm && size <= self->shm_size)
+        return self->shm;
+    size_t bytes = (size + 4095) / 4096 * 4096;
+    if (bytes == 0)
+        bytes = 4096;
+    //  The runner may have grown it already (never shrunk: it is sealed so).
+    struct stat st;
+    if (fstat (self->shm_fd, &st) != 0)
+        return NULL;
+    if ((uint64_t) st.st_size >= bytes)
+        bytes = (size_t) st.st_size;
+    else
+    if (ftruncate (self->shm_fd, (off_t) bytes) != 0)
+        return NULL;
+    if (self->shm)
+        munmap (self->shm, self->shm_size);
+    self->shm = NULL;
+    self->shm_size = 0;
+    void *base = mmap (NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, self->shm_fd, 0);
+    if (base == MAP_FAILED)
+        return NULL;
+    self->shm = base;
+    self->shm_size = bytes;
+    return base;
+}
+
+int
+python_proc_stop (python_proc_t *self)
+{
+    if (!self->alive)
+        return -1;
+    if (sandbox_stop (self->sandbox, S_STOP_S) != 0) {
+        s_dead (self);
+        return -1;
+    }
+    return 0;
+}
+
+int
+python_proc_continue (python_proc_t *self)
+{
+    return self->alive? sandbox_signal (self->sandbox, SIGCONT): -1;
+}
+
+bool
+python_proc_alive (python_proc_t *self)
+{
+    return self && self->alive && sandbox_pid (self->sandbox) != 0;
+}
+
+void
+python_proc_describe (python_proc_t *self, char *buf, size_t len)
+{
+    buf [0] = 0;
+    if (sandbox_reaped (self->sandbox, NULL, NULL))
+        sandbox_describe (self->sandbox, buf, len);
+    //  The last lines it wrote on stderr (its own words: shown, never believed).
+    char path [PATH_MAX + 32], tail [600];
+    snprintf (path, sizeof path, "%s/stderr.log", self->dir);
+    int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return;
+    off_t size = lseek (fd, 0, SEEK_END);
+    off_t from = size > (off_t) sizeof tail - 1? size - (off_t) sizeof tail + 1: 0;
+    ssize_t n = pread (fd, tail, sizeof tail - 1, from);
+    close (fd);
+    if (n <= 0)
+        return;
+    tail [n] = 0;
+    char clean [600];
+    common_utf8_copy (clean, sizeof clean, tail);
+    size_t used = strlen (buf);
+    snprintf (buf + used, len - used, "%sstderr: %s", used? "; ": "", clean);
+}
+
+const char *
+python_proc_caps (python_proc_t *self)
+{
+    (void) self;
+    return sandbox_host_caps ();
+}
