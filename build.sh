@@ -31,7 +31,7 @@ if apt-cache show libmsgpack-c-dev >/dev/null 2>&1; then pkgs+=(libmsgpack-c-dev
 # The 'deploy' test suite: promtool (prometheus), a throwaway Slurm (slurm-wlm, munge),
 # systemd-analyze (systemd), setpriv (util-linux), node and npm for the k8s checks.
 if [ "$action" = test ]; then
-    pkgs+=(prometheus slurm-wlm munge systemd util-linux)
+    pkgs+=(prometheus slurm-wlm munge systemd util-linux python3-torch)
     # The Python client's install test: pip install ./python into a venv.
     pkgs+=(python3-venv python3-pip python3-setuptools)
     command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)

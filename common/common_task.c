@@ -723,6 +723,15 @@ s_sizes_parse (common_task_t *self, json_t *json, const char *path, char *err, s
                 size->values [size->nvars++] = v;
                 continue;
             }
+            //  A module task's size sets any of its module's constants.
+            if (self->is_module) {
+                if (size->nvars == TASK_MAX_SIZE_VARS)
+                    return s_fail (err, errlen, item, "more than %d size names", TASK_MAX_SIZE_VARS);
+                if (!(size->names [size->nvars] = strdup (key)))
+                    return s_fail (err, errlen, item, "out of memory");
+                size->values [size->nvars++] = v;
+                continue;
+            }
             //  Later sizes keep the first size's order, so names[k] is
             //  the same name in every size.
             size_t k = 0;
@@ -738,7 +747,7 @@ s_sizes_parse (common_task_t *self, json_t *json, const char *path, char *err, s
             seen [k] = true;
             nseen++;
         }
-        if (i > 0) {
+        if (i > 0 && !self->is_module) {
             size->nvars = first->nvars;
             if (nseen != first->nvars)
                 for (size_t k = 0; k < first->nvars; k++)

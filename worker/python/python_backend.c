@@ -435,29 +435,13 @@ s_candidate_call (s_exec_t *ex, uint64_t seed, bool timed, const char *when, uin
                       "ran past its budget of %.3g s", when, budget);
         return -1;
     }
-    //  Read first, before anything else: an output still holding poison was
-    //  not complete when the reply was sent.
-    for (size_t i = 0; i < ex->nslots; i++) {
-        const s_slot_t *slot = &ex->slots [i];
-        size_t esize = common_dtype_size (slot->dtype);
-        uint32_t hits = s_still_poisoned (shm + slot->offset, poison + slot->offset, slot->nbytes, esize);
-        //  A right value equal to the poison by chance: 1 in 2^(8 esize).
-        uint32_t chance = esize == 1? SAMPLES / 32: esize == 2? 8: 2;
-        if (hits > chance) {
-            free (poison);
-            json_decref (reply);
-            worker_outcome_fail (ex->out, STATUS_INCORRECT, "output %zu was not complete when the "
-                                 "candidate's call returned (%u of %d positions read at once were "
-                                 "never written; %s)", i, hits, SAMPLES, when);
-            return -1;
-        }
-    }
-    free (poison);
+    //  What came back, as the reply says (checked against the reference's first).
     json_t *outputs = json_object_get (reply, "outputs");
     if (json_array_size (outputs) != ex->nslots) {
         worker_outcome_fail (ex->out, STATUS_INCORRECT, "the candidate returned %zu outputs, the "
                              "reference %zu (%s)", json_array_size (outputs), ex->nslots, when);
         json_decref (reply);
+        free (poison);
         return -1;
     }
     for (size_t i = 0; i < ex->nslots; i++) {
@@ -486,9 +470,28 @@ s_candidate_call (s_exec_t *ex, uint64_t seed, bool timed, const char *when, uin
         if (problem [0]) {
             worker_outcome_fail (ex->out, STATUS_INCORRECT, "output %zu %s (%s)", i, problem, when);
             json_decref (reply);
+            free (poison);
             return -1;
         }
     }
+    //  Then, at once: an output still holding poison was not complete when
+    //  the reply was sent.
+    for (size_t i = 0; i < ex->nslots; i++) {
+        const s_slot_t *slot = &ex->slots [i];
+        size_t esize = common_dtype_size (slot->dtype);
+        uint32_t hits = s_still_poisoned (shm + slot->offset, poison + slot->offset, slot->nbytes, esize);
+        //  A right value equal to the poison by chance: 1 in 2^(8 esize).
+        uint32_t chance = esize == 1? SAMPLES / 32: esize == 2? 8: 2;
+        if (hits > chance) {
+            free (poison);
+            json_decref (reply);
+            worker_outcome_fail (ex->out, STATUS_INCORRECT, "output %zu was not complete when the "
+                                 "candidate's call returned (%u of %d positions read at once were "
+                                 "never written; %s)", i, hits, SAMPLES, when);
+            return -1;
+        }
+    }
+    free (poison);
     json_t *gpu = json_object_get (reply, "gpu");
     if (timed) {
         double t = s_call_time (ex, wall, gpu);

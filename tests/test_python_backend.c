@@ -1,0 +1,346 @@
+/*  test_python_backend - PyTorch-reference tasks on the CPU, through the real path.
+
+    Real interpreters (Debian's python3-torch) in real sandboxed runners,
+    driven by the evaluator: every verdict of docs/pytorch-tasks.md, and the
+    trust rules that need no GPU (fresh inputs against replay, plain
+    tensors, inputs unchanged, the expected output out of the candidate's
+    reach, outputs complete when the call returns, the supervisor's clock).
+    Skips (77) when the interpreter has no torch.
+*/
+#include "testutil.h"
+#include "worker_eval.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static worker_eval_t *s_eval;
+
+static const char *s_relu =
+    "import torch\n"
+    "import torch.nn as nn\n"
+    "class Model(nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "    def forward(self, x):\n"
+    "        return torch.relu(x)\n"
+    "batch_size = 16\n"
+    "dim = 1000\n"
+    "def get_inputs():\n"
+    "    return [torch.randn(batch_size, dim)]\n"
+    "def get_init_inputs():\n"
+    "    return []\n";
+
+static void
+s_setup (void)
+{
+    worker_eval_config_t cfg;
+    worker_eval_config_default (&cfg);
+    cfg.worker_name = "test";
+    char err [512] = "";
+    s_eval = worker_eval_new (&cfg, err, sizeof err);
+    ck_assert_msg (s_eval != NULL, "evaluator: %s", err);
+}
+
+static void
+s_teardown (void)
+{
+    worker_eval_destroy (&s_eval);
+}
+
+//  Grade a candidate against a task module (JSON extras: sizes, python, eval).
+static json_t *
+s_grade_with (const char *task_source, const char *candidate, const char *task_extra,
+              double timeout, int timed)
+{
+    json_t *task = json_pack ("{s:s, s:s, s:{s:s, s:s}}", "name", "t", "backend", "cpu",
+                              "reference", "lang", "python", "source", task_source);
+    if (task_extra) {
+        json_t *extra = json_loads (task_extra, 0, NULL);
+        ck_assert_ptr_nonnull (extra);
+        json_object_update (task, extra);
+        json_decref (extra);
+    }
+    json_t *job = json_pack ("{s:o, s:{s:s, s:s}, s:{s:f, s:i, s:i, s:i, s:i}}", "task", task,
+                             "candidate", "lang", "python", "source", candidate,
+                             "eval", "timeout", timeout, "timed", timed, "warmup", 1, "trials", 2,
+                             "seed", 11);
+    json_t *result = worker_eval_run (s_eval, job);
+    json_decref (job);
+    ck_assert_ptr_nonnull (result);
+    return result;
+}
+
+static json_t *
+s_grade (const char *candidate)
+{
+    return s_grade_with (s_relu, candidate, NULL, 20.0, 5);
+}
+
+static void
+s_expect (json_t *result, const char *status, const char *part)
+{
+    const char *got = json_string_value (json_object_get (result, "status"));
+    const char *message = json_string_value (json_object_get (result, "message"));
+    char *text = json_dumps (result, JSON_COMPACT);
+    ck_assert_msg (got && strcmp (got, status) == 0, "expected %s, got %.900s", status, text);
+    if (part)
+        ck_assert_msg ((message && strstr (message, part))
+                       || strstr (json_string_value (json_object_get (result, "compile_log")), part),
+                       "expected '%s' in %.900s", part, text);
+    free (text);
+}
+
+#define HEAD "import torch\nimport torch.nn as nn\n"
+
+START_TEST (test_correct_is_ok)
+{
+    json_t *r = s_grade (HEAD "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x.clamp_min(0)\n");
+    s_expect (r, "ok", NULL);
+    ck_assert (json_real_value (json_object_get (r, "speedup")) > 0);
+    ck_assert_str_eq (json_string_value (json_object_get (r, "backend")), "cpu");
+    json_decref (r);
+}
+END_TEST
+
+START_TEST (test_wrong_is_incorrect)
+{
+    json_t *r = s_grade (HEAD "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x.abs()\n");
+    s_expect (r, "incorrect", "wrong in");
+    ck_assert (json_array_size (json_object_get (r, "mismatches")) > 0);
+    json_decref (r);
+}
+END_TEST
+
+START_TEST (test_build_failures_are_compile_errors)
+{
+    json_t *r = s_grade ("class ModelNew(:\n");
+    s_expect (r, "compile_error", "SyntaxError");
+    json_decref (r);
+    r = s_grade (HEAD "class Other(nn.Module):\n    pass\n");
+    s_expect (r, "compile_error", "ModelNew");
+    json_decref (r);
+}
+END_TEST
+
+//  The traceback is the candidate's own frames, not torch's or kgym's.
+START_TEST (test_exception_is_runtime_error)
+{
+    json_t *r = s_grade (HEAD "class ModelNew(nn.Module):\n    def forward(self, x):\n        raise ValueError('nope')\n");
+    s_expect (r, "runtime_error", "ValueError");
+    const char *log = json_string_value (json_object_get (r, "compile_log"));
+    ck_assert_msg (strstr (log, "kgym_candidate.py") && !strstr (log, "kgym_pyrunner") && !strstr (log, "module.py"),
+                   "traceback not trimmed: %s", log);
+    json_decref (r);
+    r = s_grade (HEAD "import os\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        os._exit(3)\n");
+    s_expect (r, "runtime_error", NULL);
+    json_decref (r);
+}
+END_TEST
+
+START_TEST (test_hang_is_timeout)
+{
+    json_t *r = s_grade_with (s_relu, HEAD "class ModelNew(nn.Module):\n    def forward(self, x):\n        while True:\n            pass\n",
+                              NULL, 1.0, 3);
+    s_expect (r, "timeout", NULL);
+    json_decref (r);
+}
+END_TEST
+
+START_TEST (test_broken_task_is_invalid)
+{
+    json_t *r = s_grade_with (HEAD "class Model(nn.Module):\n    def forward(self, x):\n        raise RuntimeError('task bug')\n"
+                              "def get_inputs():\n    return [torch.randn(4)]\n",
+                              HEAD "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n",
+                              NULL, 10.0, 3);
+    s_expect (r, "invalid", "reference");
+    ck_assert (json_is_null (json_object_get (r, "reward")));
+    json_decref (r);
+    r = s_grade_with ("import torch\nclass Model: pass\n", HEAD "class ModelNew: pass\n", NULL, 10.0, 3);
+    s_expect (r, "invalid", "get_inputs");
+    json_decref (r);
+}
+END_TEST
+
+//  Sizes set the module's constants: a tail size a kernel gets wrong fails.
+START_TEST (test_sizes_and_tail)
+{
+    const char *tail_bug = HEAD
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        y = torch.relu(x)\n"
+        "        if x.shape[1] % 8:\n"
+        "            y[:, -1] = 0.5\n"
+        "        return y\n";
+    json_t *r = s_grade_with (s_relu, tail_bug, "{\"sizes\": [{}, {\"batch_size\": 3, \"dim\": 1001}]}", 20.0, 3);
+    s_expect (r, "incorrect", "size 1");
+    json_decref (r);
+    r = s_grade_with (s_relu, tail_bug, NULL, 20.0, 3);
+    s_expect (r, "ok", NULL);
+    json_decref (r);
+    r = s_grade_with (s_relu, tail_bug, "{\"sizes\": [{\"nosuch\": 3}]}", 20.0, 3);
+    s_expect (r, "invalid", "nosuch");
+    json_decref (r);
+}
+END_TEST
+
+//  The function form: a reference function and a candidate of its name.
+START_TEST (test_function_form)
+{
+    const char *task =
+        "import torch\n"
+        "def rmsnorm(x, w):\n"
+        "    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w\n"
+        "def get_inputs():\n"
+        "    return [torch.randn(8, 64), torch.rand(64) + 0.5]\n";
+    json_t *r = s_grade_with (task, "import torch\ndef rmsnorm(x, w):\n    return x / torch.sqrt((x*x).mean(-1, keepdim=True) + 1e-6) * w\n",
+                              "{\"python\": {\"entry\": \"rmsnorm\"}}", 20.0, 3);
+    s_expect (r, "ok", NULL);
+    json_decref (r);
+    r = s_grade_with (task, "import torch\ndef rmsnorm(x, w):\n    return torch.nn.functional.layer_norm(x, x.shape[-1:]) * w\n",
+                      "{\"python\": {\"entry\": \"rmsnorm\"}}", 20.0, 3);
+    s_expect (r, "incorrect", NULL);
+    json_decref (r);
+}
+END_TEST
+
+//  Trust: answers kept by input fingerprint never meet the same inputs
+//  twice; the candidate, 20 ms slower when it computes, is timed so.
+START_TEST (test_replay_by_fingerprint)
+{
+    json_t *r = s_grade (HEAD
+        "seen = {}\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        key = tuple(x.flatten()[:4].tolist())\n"
+        "        if key in seen:\n"
+        "            return seen[key].clone()\n"
+        "        import time\n"
+        "        time.sleep(0.02)\n"
+        "        y = torch.relu(x)\n"
+        "        seen[key] = y\n"
+        "        return y\n");
+    s_expect (r, "ok", NULL);
+    double speedup = json_real_value (json_object_get (r, "speedup"));
+    ck_assert_msg (speedup > 0 && speedup < 0.5, "a replaying candidate was timed replaying: %g", speedup);
+    json_decref (r);
+}
+END_TEST
+
+//  Trust: a lazy tensor subclass, a view of its input, or an input changed
+//  in place are not a computed output.
+START_TEST (test_not_a_plain_output)
+{
+    json_t *r = s_grade (HEAD
+        "class Lazy(torch.Tensor):\n"
+        "    pass\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(x).as_subclass(Lazy)\n");
+    s_expect (r, "incorrect", "plain torch.Tensor");
+    json_decref (r);
+    r = s_grade (HEAD "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x.relu_()\n");
+    s_expect (r, "incorrect", "input 0 was modified");
+    json_decref (r);
+    r = s_grade (HEAD "class ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(x).double()\n");
+    s_expect (r, "incorrect", "dtype");
+    json_decref (r);
+}
+END_TEST
+
+//  Trust: the expected output is in another process; searching this one for
+//  it finds the candidate's own tensors only.
+START_TEST (test_expected_out_of_reach)
+{
+    json_t *r = s_grade (HEAD
+        "import gc\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        for o in gc.get_objects():\n"
+        "            if isinstance(o, torch.Tensor) and o.shape == x.shape and o is not x \\\n"
+        "                    and bool((o >= 0).all()) and not torch.equal(o, x):\n"
+        "                return o.clone()\n"
+        "        return torch.zeros_like(x)\n");
+    s_expect (r, "incorrect", NULL);
+    json_decref (r);
+}
+END_TEST
+
+//  Trust: an output filled by a thread after the call returned is read as
+//  it was at the reply.
+START_TEST (test_output_after_the_reply)
+{
+    json_t *r = s_grade (HEAD
+        "import threading, time\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        out = torch.full_like(x, float('nan'))\n"
+        "        def late():\n"
+        "            time.sleep(0.05)\n"
+        "            out.copy_(torch.relu(x))\n"
+        "        threading.Thread(target=late, daemon=True).start()\n"
+        "        return out\n");
+    s_expect (r, "incorrect", NULL);
+    json_decref (r);
+}
+END_TEST
+
+//  Trust: the clock is the supervisor's; patching Python's timers changes
+//  nothing of a candidate that sleeps.
+START_TEST (test_patched_timers)
+{
+    json_t *r = s_grade (HEAD
+        "import time\n"
+        "_sleep = time.sleep\n"
+        "time.perf_counter = lambda: 0.0\n"
+        "time.perf_counter_ns = lambda: 0\n"
+        "time.monotonic = lambda: 0.0\n"
+        "time.time = lambda: 0.0\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        _sleep(0.02)\n"
+        "        return torch.relu(x)\n");
+    s_expect (r, "ok", NULL);
+    double speedup = json_real_value (json_object_get (r, "speedup"));
+    ck_assert_msg (speedup > 0 && speedup < 0.5, "a sleeping candidate with patched timers: speedup %g", speedup);
+    json_decref (r);
+}
+END_TEST
+
+static Suite *
+s_suite (void)
+{
+    Suite *suite = suite_create ("python_backend");
+    TCase *tc = tcase_create ("cpu");
+    tcase_add_checked_fixture (tc, s_setup, s_teardown);
+    tcase_set_timeout (tc, 300);
+    tcase_add_test (tc, test_correct_is_ok);
+    tcase_add_test (tc, test_wrong_is_incorrect);
+    tcase_add_test (tc, test_build_failures_are_compile_errors);
+    tcase_add_test (tc, test_exception_is_runtime_error);
+    tcase_add_test (tc, test_hang_is_timeout);
+    tcase_add_test (tc, test_broken_task_is_invalid);
+    tcase_add_test (tc, test_sizes_and_tail);
+    tcase_add_test (tc, test_function_form);
+    tcase_add_test (tc, test_replay_by_fingerprint);
+    tcase_add_test (tc, test_not_a_plain_output);
+    tcase_add_test (tc, test_expected_out_of_reach);
+    tcase_add_test (tc, test_output_after_the_reply);
+    tcase_add_test (tc, test_patched_timers);
+    suite_add_tcase (suite, tc);
+    return suite;
+}
+
+int
+main (void)
+{
+    const char *python = getenv ("KGYM_PYTHON");
+    char command [512];
+    snprintf (command, sizeof command, "%s -c 'import torch' >/dev/null 2>&1",
+              python && *python? python: "/usr/bin/python3");
+    if (system (command) != 0) {
+        printf ("SKIP: no torch in the interpreter (apt-get install python3-torch)\n");
+        return 77;
+    }
+    return testutil_run_suite (s_suite ());
+}
