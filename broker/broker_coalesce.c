@@ -1,0 +1,175 @@
+/*  broker_coalesce - part of broker_server: what it reads of bodies.
+
+    The broker decodes each job body once (section 14 of docs/protocol.md):
+    to name its task, key the result cache (broker_cache) and let identical
+    jobs in flight follow one leader; and each result once, for its verdict
+    (status, reward, speedup), which feeds the task statistics and the GRPO
+    groups (broker_groups), whose SUMMARYs go out at the batch end. State
+    and the other parts: broker_internal.h.
+*/
+#include "broker_internal.h"
+
+size_t
+broker_key_hash (const void *key)
+{
+    size_t hash;
+    memcpy (&hash, key, sizeof hash);
+    return hash;
+}
+
+int
+broker_key_compare (const void *a, const void *b)
+{
+    return memcmp (a, b, BROKER_CACHE_KEY_BYTES);
+}
+
+//  The name a client's groups live under.
+void
+broker_owner (const broker_client_t *client, char *owner, size_t size)
+{
+    if (client->key)
+        snprintf (owner, size, "%s", client->key);
+    else
+        snprintf (owner, size, "anonymous:%p", (const void *) client);
+}
+
+//  The task's name and, unless the job bypasses the cache, its key. A body
+//  that does not decode is the worker's to call invalid: no key, no name.
+void
+broker_job_describe (broker_server_t *self, broker_job_t *job, zframe_t *body)
+{
+    proto_mpk_limits_t limits;
+    proto_mpk_limits_default (&limits);
+    //  A real job is a few hundred values; a body built to cost the broker's
+    //  one thread time and memory is simply not keyed (its worker judges it).
+    limits.max_total = 1 << 16;
+    char err [256];
+    json_t *doc = proto_mpk_decode (zframe_data (body), zframe_size (body), &limits, err, sizeof err);
+    if (!doc)
+        return;
+    const char *name = json_string_value (json_object_get (json_object_get (doc, "task"), "name"));
+    if (name && *name)
+        job->task = strndup (name, PROTO_MAX_STR - 1);
+    const char *tag = json_string_value (json_object_get (doc, "tag"));
+    if (tag)
+        job->body_tag = strdup (tag);
+    if (job->policy != BROKER_POLICY_BYPASS && broker_cache_enabled (self->cache)
+    &&  broker_cache_key (doc, job->backend->name, job->key, err, sizeof err) == 0)
+        job->keyed = true;
+    json_decref (doc);
+}
+
+//  A kept result for the job, from a device that serves its backend now
+//  (or that served it last when none does); counts a hit or a miss.
+zframe_t *
+broker_cached_result (broker_server_t *self, broker_job_t *job)
+{
+    broker_backend_t *backend = job->backend;
+    const char *device = NULL;
+    for (size_t i = 0; i < backend->nworkers && !device; i++)
+        if (broker_cache_has (self->cache, job->key, backend->workers [i]->model))
+            device = backend->workers [i]->model;
+    if (!device && backend->nworkers == 0 && backend->last_device [0])
+        device = backend->last_device;
+    return broker_cache_get (self->cache, job->key, device? device: "");
+}
+
+//  A "use" job in flight is the one identical "use" jobs follow.
+void
+broker_lead (broker_server_t *self, broker_job_t *job)
+{
+    if (job->keyed && job->policy == BROKER_POLICY_USE && !zhashx_lookup (self->leaders, job->key)) {
+        zhashx_insert (self->leaders, job->key, job);
+        job->leads = true;
+    }
+}
+
+void
+broker_unlead (broker_server_t *self, broker_job_t *job)
+{
+    if (job->leads) {
+        zhashx_delete (self->leaders, job->key);
+        job->leads = false;
+    }
+}
+
+void
+broker_verdict_of (json_t *doc, broker_verdict_t *verdict)
+{
+    verdict->status [0] = 0;
+    verdict->reward = verdict->speedup = NAN;
+    const char *value = json_string_value (json_object_get (doc, "status"));
+    if (value)
+        snprintf (verdict->status, sizeof verdict->status, "%s", broker_status_label (value));
+    json_t *number = json_object_get (doc, "reward");
+    if (json_is_number (number))
+        verdict->reward = json_number_value (number);
+    number = json_object_get (doc, "speedup");
+    if (json_is_number (number))
+        verdict->speedup = json_number_value (number);
+}
+
+//  The verdict of a result body; status: the RESULT header's, which wins
+//  when said ("" or NULL: the body's).
+void
+broker_verdict_read (zframe_t *result, const char *status, broker_verdict_t *verdict)
+{
+    proto_mpk_limits_t limits;
+    proto_mpk_limits_default (&limits);
+    char err [128];
+    json_t *doc = proto_mpk_decode (zframe_data (result), zframe_size (result), &limits, err,
+                                    sizeof err);
+    broker_verdict_of (doc, verdict);
+    json_decref (doc);
+    if (status && *status)
+        snprintf (verdict->status, sizeof verdict->status, "%s", broker_status_label (status));
+}
+
+//  A job of a group ended: when that ends the group, its SUMMARY waits for
+//  the batch end (after the ACCEPTEDs and results it sums up).
+void
+broker_group_end (broker_server_t *self, broker_job_t *job, bool counted)
+{
+    if (!job->group || !self->groups)
+        return;
+    char owner [PROTO_MAX_STR + 64];
+    broker_owner (job->client, owner, sizeof owner);
+    json_t *summary = broker_groups_finish (self->groups, owner, job->group, job->id, job->status,
+                                            job->reward, counted);
+    if (!summary)
+        return;
+    char *data = NULL;
+    size_t size = 0;
+    if (job->client->identity && proto_mpk_encode (summary, &data, &size) == 0) {
+        zmsg_t *entry = zmsg_new ();
+        if (entry) {
+            zframe_t *identity = zframe_dup (job->client->identity);
+            zmsg_append (entry, &identity);
+            zmsg_addstr (entry, job->group);
+            zmsg_addmem (entry, data, size);
+            zlist_append (self->summaries, entry);
+        }
+    }
+    free (data);
+    json_decref (summary);
+}
+
+//  Send the SUMMARYs of groups that ended in this batch.
+void
+broker_send_summaries (broker_server_t *self)
+{
+    zmsg_t *entry;
+    while ((entry = (zmsg_t *) zlist_pop (self->summaries))) {
+        zframe_t *identity = zmsg_pop (entry);
+        char *group = zmsg_popstr (entry);
+        zframe_t *body = zmsg_pop (entry);
+        proto_msg_reset (self->out, PROTO_SUMMARY);
+        proto_msg_set_str (self->out->group, group);
+        if (identity && body && broker_send (self, self->clients, identity, body))
+            log_debug ("broker", "SUMMARY of group '%s' not delivered", group);
+        zframe_destroy (&identity);
+        zframe_destroy (&body);
+        zstr_free (&group);
+        zmsg_destroy (&entry);
+    }
+}
