@@ -339,7 +339,9 @@ broker_client_submit (broker_server_t *self, proto_msg_t *msg)
             zframe_destroy (&hit);
         }
         else {
-            broker_verdict_read (hit, NULL, &verdict);
+            char why [128];
+            broker_verdict_parse (zframe_data (hit), zframe_size (hit), NULL, &verdict, why,
+                                  sizeof why);
             marked = hit;
         }
         json_decref (map);

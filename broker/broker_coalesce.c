@@ -1,11 +1,12 @@
 /*  broker_coalesce - part of broker_server: what it reads of bodies.
 
     The broker decodes each job body once (section 14 of docs/protocol.md):
-    to name its task, key the result cache (broker_cache) and let identical
-    jobs in flight follow one leader; and each result once, for its verdict
-    (status, reward, speedup), which feeds the task statistics and the GRPO
-    groups (broker_groups), whose SUMMARYs go out at the batch end. State
-    and the other parts: broker_internal.h.
+    to name its task, key the result cache (broker_cache), let identical
+    jobs in flight follow one leader, and keep its reward settings, against
+    which its result is checked (broker_verdict). Each result's verdict
+    (status, reward, speedup) feeds the task statistics and the GRPO groups
+    (broker_groups), whose SUMMARYs go out at the batch end. State and the
+    other parts: broker_internal.h.
 */
 #include "broker_internal.h"
 
@@ -33,8 +34,9 @@ broker_owner (const broker_client_t *client, char *owner, size_t size)
         snprintf (owner, size, "anonymous:%p", (const void *) client);
 }
 
-//  The task's name and, unless the job bypasses the cache, its key. A body
-//  that does not decode is the worker's to call invalid: no key, no name.
+//  The task's name, its reward settings and, unless the job bypasses the
+//  cache, its key. A body that does not decode is the worker's to call
+//  invalid: no key, no name (its settings are read if a result needs them).
 void
 broker_job_describe (broker_server_t *self, broker_job_t *job, zframe_t *body)
 {
@@ -47,6 +49,8 @@ broker_job_describe (broker_server_t *self, broker_job_t *job, zframe_t *body)
     json_t *doc = proto_mpk_decode (zframe_data (body), zframe_size (body), &limits, err, sizeof err);
     if (!doc)
         return;
+    job->rewards_read = broker_verdict_settings (doc, &job->rewards) == 0?
+                        BROKER_REWARDS_KNOWN: BROKER_REWARDS_NONE;
     const char *name = json_string_value (json_object_get (json_object_get (doc, "task"), "name"));
     if (name && *name)
         job->task = strndup (name, PROTO_MAX_STR - 1);
@@ -57,6 +61,25 @@ broker_job_describe (broker_server_t *self, broker_job_t *job, zframe_t *body)
     &&  broker_cache_key (doc, job->backend->name, job->key, err, sizeof err) == 0)
         job->keyed = true;
     json_decref (doc);
+}
+
+const common_reward_t *
+broker_job_rewards (broker_job_t *job)
+{
+    if (job->rewards_read == BROKER_REWARDS_UNREAD) {
+        //  Past the bound of broker_job_describe, within the section-5
+        //  limits a worker decodes it with: read once, and only when a
+        //  result claims a reward for it.
+        proto_mpk_limits_t limits;
+        proto_mpk_limits_default (&limits);
+        char err [128];
+        json_t *doc = job->body? proto_mpk_decode (zframe_data (job->body), zframe_size (job->body),
+                                                   &limits, err, sizeof err): NULL;
+        job->rewards_read = doc && broker_verdict_settings (doc, &job->rewards) == 0?
+                            BROKER_REWARDS_KNOWN: BROKER_REWARDS_NONE;
+        json_decref (doc);
+    }
+    return job->rewards_read == BROKER_REWARDS_KNOWN? &job->rewards: NULL;
 }
 
 //  A kept result for the job, from a device that serves its backend now
@@ -91,38 +114,6 @@ broker_unlead (broker_server_t *self, broker_job_t *job)
         zhashx_delete (self->leaders, job->key);
         job->leads = false;
     }
-}
-
-void
-broker_verdict_of (json_t *doc, broker_verdict_t *verdict)
-{
-    verdict->status [0] = 0;
-    verdict->reward = verdict->speedup = NAN;
-    const char *value = json_string_value (json_object_get (doc, "status"));
-    if (value)
-        snprintf (verdict->status, sizeof verdict->status, "%s", broker_status_label (value));
-    json_t *number = json_object_get (doc, "reward");
-    if (json_is_number (number))
-        verdict->reward = json_number_value (number);
-    number = json_object_get (doc, "speedup");
-    if (json_is_number (number))
-        verdict->speedup = json_number_value (number);
-}
-
-//  The verdict of a result body; status: the RESULT header's, which wins
-//  when said ("" or NULL: the body's).
-void
-broker_verdict_read (zframe_t *result, const char *status, broker_verdict_t *verdict)
-{
-    proto_mpk_limits_t limits;
-    proto_mpk_limits_default (&limits);
-    char err [128];
-    json_t *doc = proto_mpk_decode (zframe_data (result), zframe_size (result), &limits, err,
-                                    sizeof err);
-    broker_verdict_of (doc, verdict);
-    json_decref (doc);
-    if (status && *status)
-        snprintf (verdict->status, sizeof verdict->status, "%s", broker_status_label (status));
 }
 
 //  A job of a group ended: when that ends the group, its SUMMARY waits for

@@ -28,6 +28,7 @@
 #include "broker_tasks.h"
 #include "broker_groups.h"
 #include "broker_trajectories.h"
+#include "broker_verdict.h"
 #include "proto_msg.h"
 #include "proto_mpk.h"
 #include "common_log.h"
@@ -43,7 +44,6 @@
 #define BROKER_NAME "kgym-broker"   //  the "worker" of a result the broker makes itself
 #define BROKER_CACHE_WORKER "cache" //  the "worker" of a result answered from the cache
 #define BROKER_RATE_SECONDS 60      //  completions per second, for the last minute
-#define BROKER_STATUSES 7           //  the result statuses of docs/results.md
 
 typedef struct _broker_job_t broker_job_t;
 typedef struct _broker_worker_t broker_worker_t;
@@ -66,6 +66,13 @@ typedef enum {
 
 //  Result cache policies (SUBMIT's cache).
 enum { BROKER_POLICY_USE, BROKER_POLICY_REFRESH, BROKER_POLICY_BYPASS };
+
+//  What the broker knows of a job's reward settings (broker_verdict).
+enum {
+    BROKER_REWARDS_UNREAD,      //  the body was not read (over the broker's bound for describing)
+    BROKER_REWARDS_KNOWN,       //  read: job->rewards holds them
+    BROKER_REWARDS_NONE         //  the body is not a map, or its settings are not valid
+};
 
 //  One accepted job, from SUBMIT until its result is retired.
 struct _broker_job_t {
@@ -102,6 +109,8 @@ struct _broker_job_t {
     broker_job_t *leader;       //  JOB_FOLLOWING: the job whose result it takes
     broker_joblist_t followers; //  jobs following this one
     double reward, speedup;     //  once done: from the result (NAN: null)
+    common_reward_t rewards;    //  its reward settings, when rewards_read is BROKER_REWARDS_KNOWN
+    uint8_t rewards_read;       //  BROKER_REWARDS_*
 };
 
 typedef enum {
@@ -123,6 +132,7 @@ struct _broker_worker_t {
     char model [PROTO_MAX_STR]; //  device without its PCI bus id: the result cache's device
     uint64_t done;              //  results it returned
     uint64_t faults;            //  of which runtime_error or timeout, plus quarantines
+    uint64_t bad_results;       //  of which failed the broker's check (made internal_error)
     int64_t since_us;           //  READY (monotonic)
     int64_t heard_us;           //  last message (monotonic)
     uint32_t capacity;          //  concurrent jobs it takes
@@ -175,7 +185,8 @@ typedef struct {
     uint64_t store_errors;      //  failed writes or commits of the store
     uint64_t cache_hits;        //  SUBMITs answered from the result cache
     uint64_t coalesced;         //  SUBMITs that followed an identical job
-    uint64_t statuses [BROKER_STATUSES + 1];    //  completed, by broker_result_statuses index (last: unknown)
+    uint64_t bad_results;       //  RESULTs that failed the check (broker_verdict): made internal_error
+    uint64_t statuses [BROKER_VERDICT_STATUSES + 1];    //  completed, by status (last: unknown)
 } broker_stats_t;
 
 //  A reply held until the batch's transaction commits: an ACCEPTED, or an
@@ -189,13 +200,6 @@ typedef struct {
     uint32_t code;              //  ERROR: code
     char *reason;               //  ERROR: reason (owned)
 } broker_deferred_t;
-
-//  What the broker reads of a result: read once per evaluation, handed to
-//  every job that takes that result.
-typedef struct {
-    char status [16];           //  a docs/results.md status, "unknown", or "" when unreadable
-    double reward, speedup;     //  NAN: null
-} broker_verdict_t;
 
 //  The broker instance, owned by the actor thread.
 typedef struct {
@@ -284,16 +288,6 @@ void broker_send_error (broker_server_t *self, zsock_t *sock, zframe_t *identity
 //  --------------------------------------------------------------------------
 //  broker_jobs.c: jobs and queues
 
-//  The result statuses of docs/results.md, in that order.
-extern const char *broker_result_statuses [BROKER_STATUSES];
-
-//  The status as a label value: one of broker_result_statuses, or "unknown"
-//  (so a peer cannot grow kgym_jobs_completed_total's family).
-const char *broker_status_label (const char *status);
-
-//  Its index in broker_result_statuses, or BROKER_STATUSES when unknown.
-size_t broker_status_index (const char *status);
-
 //  Count one completion in its second, for rate_10s and rate_1m.
 void broker_rate_count (broker_server_t *self);
 
@@ -336,8 +330,11 @@ void broker_job_cancel (broker_server_t *self, broker_job_t *job);
 //  followers, if any, are queued on their own.
 void broker_job_unlink (broker_server_t *self, broker_job_t *job);
 
-//  A job that lost max_attempts workers: failed, not retried again.
-void broker_job_fail (broker_server_t *self, broker_job_t *job);
+//  Finish a job that is in no list with a result the broker makes
+//  (internal_error, reward null: broker_verdict_make) saying message; a
+//  job that lost max_attempts workers, one whose result failed the check,
+//  one no worker came for. log: say it (per job) at warning level.
+void broker_job_fail (broker_server_t *self, broker_job_t *job, const char *message, bool log);
 
 //  Lease waiting jobs to free workers, every backend.
 void broker_dispatch_all (broker_server_t *self);
@@ -439,12 +436,10 @@ zframe_t *broker_cached_result (broker_server_t *self, broker_job_t *job);
 void broker_lead (broker_server_t *self, broker_job_t *job);
 void broker_unlead (broker_server_t *self, broker_job_t *job);
 
-//  The verdict of a decoded result map.
-void broker_verdict_of (json_t *doc, broker_verdict_t *verdict);
-
-//  The verdict of a result body; status: the RESULT header's, which wins
-//  when said ("" or NULL: the body's).
-void broker_verdict_read (zframe_t *result, const char *status, broker_verdict_t *verdict);
+//  The job's reward settings, reading its body now when describing it did
+//  not (a body over the broker's own decoding bound); NULL when the job
+//  cannot be graded (only invalid or internal_error fit it).
+const common_reward_t *broker_job_rewards (broker_job_t *job);
 
 //  A job of a group ended: when that ends the group, its SUMMARY waits for the batch end.
 void broker_group_end (broker_server_t *self, broker_job_t *job, bool counted);

@@ -9,28 +9,6 @@
 */
 #include "broker_internal.h"
 
-const char *broker_result_statuses [BROKER_STATUSES] = {
-    "ok", "compile_error", "incorrect", "runtime_error", "timeout", "invalid", "internal_error"
-};
-
-const char *
-broker_status_label (const char *status)
-{
-    for (size_t i = 0; i < BROKER_STATUSES; i++)
-        if (streq (status, broker_result_statuses [i]))
-            return broker_result_statuses [i];
-    return "unknown";
-}
-
-size_t
-broker_status_index (const char *status)
-{
-    for (size_t i = 0; i < BROKER_STATUSES; i++)
-        if (streq (status, broker_result_statuses [i]))
-            return i;
-    return BROKER_STATUSES;
-}
-
 //  Count one completion in its second, for rate_10s and rate_1m.
 void
 broker_rate_count (broker_server_t *self)
@@ -260,7 +238,7 @@ broker_job_finish (broker_server_t *self, broker_job_t *job, zframe_t **result_p
     job->reward = verdict->reward;
     job->speedup = verdict->speedup;
     common_metric_inc (self->m.jobs_completed, job->status [0]? job->status: "unknown");
-    self->stats.statuses [broker_status_index (job->status)]++;
+    self->stats.statuses [broker_verdict_status_index (job->status)]++;
     broker_rate_count (self);
     if (job->leased_us)
         common_metric_observe (self->m.job_duration,
@@ -374,25 +352,16 @@ broker_job_unlink (broker_server_t *self, broker_job_t *job)
     }
 }
 
-//  A job that lost max_attempts workers: it is failed, not retried again.
 void
-broker_job_fail (broker_server_t *self, broker_job_t *job)
+broker_job_fail (broker_server_t *self, broker_job_t *job, const char *message, bool log)
 {
-    char message [128];
-    snprintf (message, sizeof (message), "worker lost %u times while running this job", job->lost);
-    json_t *json = json_pack ("{s:s, s:n, s:n, s:s}", "status", "internal_error", "reward",
-                              "speedup", "message", message);
-    char *data = NULL;
-    size_t size = 0;
-    zframe_t *result = NULL;
-    if (json && proto_mpk_encode (json, &data, &size) == 0)
-        result = zframe_new (data, size);
-    free (data);
-    json_decref (json);
+    zframe_t *result = broker_verdict_make (message);
     if (!result)
         result = zframe_new ("\x80", 1);        //  out of memory: an empty map still answers
     self->stats.failed++;
-    log_warn ("broker", "job %" PRIu64 " (ref %" PRIu64 ") failed: %s", job->id, job->ref, message);
+    if (log)
+        log_warn ("broker", "job %" PRIu64 " (ref %" PRIu64 ") failed: %s", job->id, job->ref,
+                  message);
     broker_verdict_t verdict = { "internal_error", NAN, NAN };
     broker_job_finish (self, job, &result, BROKER_NAME, &verdict, NULL, true);
     zframe_destroy (&result);

@@ -188,11 +188,14 @@ s_answer_workers (broker_server_t *self)
         for (broker_job_t *job = worker->jobs.head; job; job = job->next)
             json_array_append_new (jobs, json_integer ((json_int_t) job->id));
         const char *state = s_kind_names [broker_worker_kind (worker)];
-        json_array_append_new (list, json_pack ("{s:o, s:o, s:o, s:o, s:s, s:I, s:o, s:I, s:I, s:I, s:f, s:f}",
+        json_array_append_new (list, json_pack (
+            "{s:o, s:o, s:o, s:o, s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:f, s:f}",
             "name", s_str_or_null (worker->name), "host", s_str_or_null (worker->host),
             "backend", s_str_or_null (worker->backend->name),
-            "device", s_str_or_null (worker->device), "state", state, "capacity", (json_int_t) worker->capacity,
+            "device", s_str_or_null (worker->device), "state", state,
+            "capacity", (json_int_t) worker->capacity,
             "jobs", jobs, "done", (json_int_t) worker->done, "faults", (json_int_t) worker->faults,
+            "bad_results", (json_int_t) worker->bad_results,
             "pid", (json_int_t) worker->pid, "since_s", (double) (now - worker->since_us) / 1e6,
             "heard_s", (double) (now - worker->heard_us) / 1e6));
     }
@@ -216,9 +219,10 @@ s_answer_stats (broker_server_t *self)
         kinds [broker_worker_kind (worker)]++;
     json_t *statuses = json_object ();
     uint64_t graded = 0;
-    for (size_t i = 0; i <= BROKER_STATUSES; i++) {
+    for (size_t i = 0; i <= BROKER_VERDICT_STATUSES; i++) {
         if (st->statuses [i])
-            json_object_set_new (statuses, i < BROKER_STATUSES? broker_result_statuses [i]: "unknown",
+            json_object_set_new (statuses,
+                                 i < BROKER_VERDICT_STATUSES? broker_verdict_statuses [i]: "unknown",
                                  json_integer ((json_int_t) st->statuses [i]));
         if (i < 5)
             graded += st->statuses [i];     //  ok .. timeout: the kernel's own verdicts
@@ -446,11 +450,11 @@ broker_stats_json (broker_server_t *self)
         ",\"requeued\":%" PRIu64 ",\"dropped_results\":%" PRIu64 ",\"undeliverable\":%" PRIu64
         ",\"resent\":%" PRIu64 ",\"cancelled\":%" PRIu64 ",\"malformed\":%" PRIu64
         ",\"unauthorized\":%" PRIu64 ",\"workers_lost\":%" PRIu64 ",\"workers_left\":%" PRIu64
-        ",\"store_errors\":%" PRIu64 ",\"workers\":%zu,\"draining\":%zu,\"quarantined\":%zu"
+        ",\"store_errors\":%" PRIu64 ",\"bad_results\":%" PRIu64 ",\"workers\":%zu,\"draining\":%zu,\"quarantined\":%zu"
         ",\"queued\":%zu,\"inflight\":%zu,\"results\":%zu,\"clients\":%zu}",
         st->submitted, st->resubmitted, st->rejected, st->dispatched, st->completed, st->failed,
         st->requeued, st->dropped_results, st->undeliverable, st->resent, st->cancelled,
         st->malformed, st->unauthorized, st->workers_lost, st->workers_left, st->store_errors,
-        zhashx_size (self->worker_table), draining, quarantined, self->queued, self->inflight,
+        st->bad_results, zhashx_size (self->worker_table), draining, quarantined, self->queued, self->inflight,
         self->finished.size, zhashx_size (self->clients_by_key));
 }

@@ -9,7 +9,8 @@
     worker's leases go back to the queue; a job that loses max_attempts
     workers fails as internal_error. Finished results are kept (time and
     count bounded) so a reconnecting client gets them again (FETCH, or a
-    resubmit of the same (client, ref)). Bodies are never decoded here.
+    resubmit of the same (client, ref)). Bodies are forwarded untouched;
+    each worker's result is checked (broker_verdict) before it is believed.
 
     Runs as a CZMQ actor: zactor_new (broker_server_actor, &config); the
     config (and its strings) need only live until zactor_new returns.

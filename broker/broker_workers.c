@@ -61,7 +61,10 @@ broker_worker_drop (broker_server_t *self, broker_worker_t *worker, const char *
         if (counted)
             job->lost++;
         if (counted && job->lost >= self->cfg.max_attempts) {
-            broker_job_fail (self, job);
+            char message [128];
+            snprintf (message, sizeof message, "worker lost %u times while running this job",
+                      job->lost);
+            broker_job_fail (self, job, message, true);
             failed++;
             continue;
         }
@@ -193,14 +196,30 @@ broker_worker_result (broker_server_t *self, broker_worker_t *worker, proto_msg_
     }
     broker_joblist_remove (&worker->jobs, job);
     self->inflight--;
+    worker->done++;
+    self->dispatch_due = true;
+    //  Checked before it is believed (stored, cached, counted, forwarded).
     zframe_t *body = proto_msg_get_body (msg);
     broker_verdict_t verdict;
-    broker_verdict_read (body, msg->status, &verdict);
-    broker_job_finish (self, job, &body, worker->name, &verdict, worker->model, true);
-    worker->done++;
-    if (streq (job->status, "runtime_error") || streq (job->status, "timeout"))
-        worker->faults++;
-    self->dispatch_due = true;
+    char why [256];
+    if (broker_verdict_parse (zframe_data (body), zframe_size (body), msg->status, &verdict, why,
+                              sizeof why) == 0
+    &&  broker_verdict_judge (&verdict, broker_verdict_rewarded (verdict.status)?
+                              broker_job_rewards (job): NULL, why, sizeof why) == 0) {
+        broker_job_finish (self, job, &body, worker->name, &verdict, worker->model, true);
+        if (streq (job->status, "runtime_error") || streq (job->status, "timeout"))
+            worker->faults++;
+        return;
+    }
+    zframe_destroy (&body);
+    worker->bad_results++;
+    self->stats.bad_results++;
+    common_metric_inc (self->m.results_rejected, worker->name);
+    char message [512];
+    snprintf (message, sizeof message, "the result from worker %s was rejected: %s",
+              worker->name, why);
+    log_warn ("broker", "job %" PRIu64 " attempt %u: %s", job->id, job->attempt, message);
+    broker_job_fail (self, job, message, false);
 }
 
 //  Every heartbeat interval: a HEARTBEAT to each worker, then drop the ones

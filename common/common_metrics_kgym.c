@@ -39,6 +39,9 @@ common_metrics_kgym_broker (common_metrics_t *m, common_metrics_broker_t *f)
         "SUBMITs answered from stored results without grading again.", NULL);
     f->results_dropped = common_metrics_counter (m, "kgym_results_dropped_total",
         "RESULTs dropped: unknown job, stale attempt or lease held elsewhere.", NULL);
+    f->results_rejected = common_metrics_counter (m, "kgym_results_rejected_total",
+        "RESULTs that failed the broker's check (answered internal_error instead), by worker.",
+        "worker");
     f->results_undeliverable = common_metrics_counter (m, "kgym_results_undeliverable_total",
         "RESULTs that could not be sent because the client was gone.", NULL);
     f->messages_malformed = common_metrics_counter (m, "kgym_messages_malformed_total",

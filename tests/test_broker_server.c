@@ -3,11 +3,13 @@
     scenario, so every order is deterministic and nothing sleeps).  */
 #include "testutil.h"
 #include "broker_server.h"
+#include "broker_verdict.h"
 #include "proto_msg.h"
 #include "common_log.h"
 #include "proto_mpk.h"
 #include <string.h>
 #include <stdlib.h>
+#include <math.h>
 
 #define WAIT_MS 5000            //  longest any step may take
 
@@ -134,16 +136,45 @@ s_send_submit (zsock_t *client, uint64_t ref, const char *backend, const char *b
     proto_msg_destroy (&msg);
 }
 
+//  A RESULT with a raw body and header status (NULL: none).
 static void
-s_send_result (zsock_t *worker, uint64_t job, uint32_t attempt, const char *body)
+s_send_raw_result (zsock_t *worker, uint64_t job, uint32_t attempt, const void *body, size_t size,
+                   const char *status)
 {
     proto_msg_t *msg = proto_msg_new (PROTO_RESULT);
     msg->job = job;
     msg->attempt = attempt;
-    zframe_t *frame = zframe_new (body, strlen (body));
+    if (status)
+        proto_msg_set_str (msg->status, status);
+    zframe_t *frame = zframe_new (body, size);
     proto_msg_set_body (msg, &frame);
     ck_assert_int_eq (proto_msg_send (msg, worker), 0);
     proto_msg_destroy (&msg);
+}
+
+//  A JSON value (taken) as a msgpack frame.
+static zframe_t *
+s_mpk_frame (json_t *json)
+{
+    char *data;
+    size_t size;
+    ck_assert_int_eq (proto_mpk_encode (json, &data, &size), 0);
+    json_decref (json);
+    zframe_t *frame = zframe_new (data, size);
+    free (data);
+    return frame;
+}
+
+//  A RESULT saying text. These tests' job bodies are plain text, not jobs:
+//  what an honest worker answers them is invalid, without a reward, and
+//  that is what the broker lets through (docs/protocol.md section 5).
+static void
+s_send_result (zsock_t *worker, uint64_t job, uint32_t attempt, const char *text)
+{
+    zframe_t *frame = s_mpk_frame (json_pack ("{s:s, s:n, s:n, s:s}", "status", "invalid",
+                                              "reward", "speedup", "message", text));
+    s_send_raw_result (worker, job, attempt, zframe_data (frame), zframe_size (frame), "invalid");
+    zframe_destroy (&frame);
 }
 
 static void
@@ -160,6 +191,20 @@ s_body_text (proto_msg_t *msg)
 {
     ck_assert_ptr_nonnull (msg->body);
     return zframe_strdup (msg->body);
+}
+
+//  The message of a RESULT that s_send_result sent (a new string).
+static char *
+s_result_text (proto_msg_t *msg)
+{
+    ck_assert_ptr_nonnull (msg->body);
+    json_t *result = proto_mpk_decode (zframe_data (msg->body), zframe_size (msg->body), NULL,
+                                       NULL, 0);
+    const char *text = json_string_value (json_object_get (result, "message"));
+    ck_assert_msg (text != NULL, "the RESULT has no message");
+    char *copy = strdup (text);
+    json_decref (result);
+    return copy;
 }
 
 //  Submit and collect ACCEPTED; returns the job id.
@@ -214,7 +259,7 @@ START_TEST (test_accepts_and_routes_by_backend)
         ck_assert_uint_eq (msg->ref, 100 + i);
         ck_assert_str_eq (msg->name, streq (backends [i], "cpu")? "cpu-worker": "cuda-worker");
         ck_assert (msg->queue_s >= 0 && msg->queue_s < 5);
-        body = s_body_text (msg);
+        body = s_result_text (msg);
         snprintf (want, sizeof (want), "result-of-job-%s-%d", backends [i], i);
         ck_assert_str_eq (body, want);
         zstr_free (&body);
@@ -450,7 +495,7 @@ START_TEST (test_silent_worker_jobs_requeued_stale_result_dropped)
         msg = s_expect (client, PROTO_RESULT);
         ck_assert_uint_eq (msg->ref, (uint64_t) i);
         ck_assert_str_eq (msg->name, "alive");
-        char *body = s_body_text (msg);
+        char *body = s_result_text (msg);
         char want [16];
         snprintf (want, sizeof (want), "good-%d", i);
         ck_assert_str_eq (body, want);
@@ -684,7 +729,7 @@ START_TEST (test_durable_jobs_survive_a_restart_and_resubmits_are_answered)
     ck_assert_uint_eq (s_accepted_as (client, "trainer-1", 1, "a", true, "one"), id1);
     msg = s_expect (client, PROTO_RESULT);
     ck_assert_uint_eq (msg->job, id1);
-    char *body = s_body_text (msg);
+    char *body = s_result_text (msg);
     ck_assert_str_eq (body, "r-one");
     zstr_free (&body);
     ck_assert_str_eq (msg->name, "w");
@@ -894,13 +939,7 @@ s_job_frame (const char *task, const char *source, int seed, const char *tag)
                              "cpu", "candidate", "source", source, "eval", "seed", seed);
     if (tag)
         json_object_set_new (job, "tag", json_string (tag));
-    char *data;
-    size_t size;
-    ck_assert_int_eq (proto_mpk_encode (job, &data, &size), 0);
-    zframe_t *frame = zframe_new (data, size);
-    free (data);
-    json_decref (job);
-    return frame;
+    return s_mpk_frame (job);
 }
 
 //  SUBMIT with the section 14 header fields; returns the job id from ACCEPTED.
@@ -925,12 +964,15 @@ s_submit_job (zsock_t *client, uint64_t ref, zframe_t *body, const char *tag, co
     return job;
 }
 
-//  A worker's RESULT with a msgpack result body.
+//  A worker's RESULT with a msgpack result body; a reward or speedup of NAN
+//  is null.
 static void
 s_send_graded (zsock_t *worker, proto_msg_t *job, const char *status, double reward, double speedup)
 {
-    json_t *result = json_pack ("{s:s, s:f, s:f, s:s}", "status", status, "reward", reward,
-                                "speedup", speedup, "message", "");
+    json_t *result = json_pack ("{s:s, s:o, s:o, s:s}", "status", status,
+                                "reward", isnan (reward)? json_null (): json_real (reward),
+                                "speedup", isnan (speedup)? json_null (): json_real (speedup),
+                                "message", "");
     char *data;
     size_t size;
     ck_assert_int_eq (proto_mpk_encode (result, &data, &size), 0);
@@ -1087,7 +1129,7 @@ START_TEST (test_result_cache_coalescing_and_policies)
     //  refresh grades again (and replaces the entry); bypass neither reads nor keeps.
     s_submit_job (client, 5, s_job_frame ("relu", "a", 1, NULL), "", "", 0, "refresh");
     proto_msg_t *fifth = s_expect (worker, PROTO_JOB);
-    s_send_graded (worker, fifth, "incorrect", -0.5, 0);
+    s_send_graded (worker, fifth, "incorrect", -0.5, NAN);
     proto_msg_destroy (&fifth);
     result = s_next_result (client, &ref, NULL);
     ck_assert_uint_eq (ref, 5);
@@ -1102,7 +1144,7 @@ START_TEST (test_result_cache_coalescing_and_policies)
     //  An internal_error is not remembered: the same job runs again.
     s_submit_job (client, 7, s_job_frame ("relu", "b", 1, NULL), "", "", 0, "");
     proto_msg_t *job = s_expect (worker, PROTO_JOB);
-    s_send_graded (worker, job, "internal_error", 0, 0);
+    s_send_graded (worker, job, "internal_error", NAN, NAN);
     proto_msg_destroy (&job);
     json_decref (s_next_result (client, &ref, NULL));
     s_submit_job (client, 8, s_job_frame ("relu", "b", 1, NULL), "", "", 0, "");
@@ -1191,7 +1233,7 @@ START_TEST (test_cancel_queries_groups_and_task_statistics)
         msg = s_expect (worker, PROTO_JOB);
         bool first = msg->job == g1;
         ck_assert (first || msg->job == g2);
-        s_send_graded (worker, msg, first? "ok": "incorrect", first? 1.0: -0.5, first? 1.0: 0);
+        s_send_graded (worker, msg, first? "ok": "incorrect", first? 1.0: -0.5, first? 1.0: NAN);
         proto_msg_destroy (&msg);
     }
     json_decref (s_next_result (client, &ref, NULL));
@@ -1432,6 +1474,155 @@ START_TEST (test_cached_results_are_per_device_model)
 }
 END_TEST
 
+//  A job body with its own reward settings (clip), as msgpack.
+static zframe_t *
+s_job_frame_clip (const char *source, double clip)
+{
+    return s_mpk_frame (json_pack ("{s:{s:s, s:s}, s:{s:s}, s:{s:f}}", "task", "name", "relu",
+                                   "backend", "cpu", "candidate", "source", source,
+                                   "reward", "clip", clip));
+}
+
+//  The check of docs/protocol.md section 5, run here on what reached the
+//  client: a broker-made result must pass it like any other.
+static void
+s_assert_passes_check (json_t *result, const common_reward_t *params)
+{
+    zframe_t *frame = s_mpk_frame (json_incref (result));
+    broker_verdict_t verdict;
+    char why [256] = "";
+    int rc = broker_verdict_parse (zframe_data (frame), zframe_size (frame), NULL, &verdict, why,
+                                   sizeof why);
+    if (rc == 0)
+        rc = broker_verdict_judge (&verdict, params, why, sizeof why);
+    zframe_destroy (&frame);
+    ck_assert_msg (rc == 0, "a result the broker sent fails its own check: %s", why);
+}
+
+START_TEST (test_results_are_checked_not_believed)
+{
+    s_broker_t broker;
+    s_broker_start (&broker, 1000, 3, 1000);
+    zsock_t *client = s_dealer (broker.clients);
+    zsock_t *worker = s_dealer (broker.workers);
+    s_send_ready (worker, "cpu", 4, "rogue");
+    common_reward_t defaults;
+    common_reward_from_json (NULL, &defaults, NULL, 0);
+
+    //  Hostile bodies, each for its own job (default reward settings) from
+    //  the one registered worker: body, header status, what the reason says.
+    static const struct {
+        const char *body;
+        size_t size;
+        const char *status;
+        const char *why;
+    } hostile [] = {
+        { "plain text, not msgpack", 23, NULL, "does not decode" },
+        { "\x93\x01\x02\x03", 4, NULL, "not a map" },
+        { "\xdf\xff\xff\xff\xff", 5, NULL, "does not decode" },        //  a map of 4G entries
+        { "\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91"
+          "\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\xc0",
+          40, NULL, "does not decode" },                              //  nested 39 deep
+        //  {"status": "ok", "reward": 99.0}: the forged reward of issue #12
+        { "\x82\xa6status\xa2ok\xa6reward\xcb\x40\x58\xc0\x00\x00\x00\x00\x00", 27, "ok",
+          "reward 99 is not the 1" },
+        { "\x82\xa6status\xa2ok\xa6reward\x01", 19, "incorrect", "header's status 'incorrect'" },
+        { "\x82\xa6status\xa9" "excellent\xa6reward\x01", 26, NULL, "not a result status" },
+        { "\x81\xa6reward\x01", 9, NULL, "no 'status'" },
+        //  {"status": "incorrect", "reward": -0.5, "speedup": 3}
+        { "\x83\xa6status\xa9incorrect\xa6reward\xcb\xbf\xe0\x00\x00\x00\x00\x00\x00"
+          "\xa7speedup\x03", 43, NULL, "only ok has one" },
+        { "\x82\xa6status\xaeinternal_error\xa6reward\x01", 31, NULL, "it carries none" },
+        { "\x82\xa6status\xa2ok\xa6reward\xa3one", 22, NULL, "neither a number nor null" },
+        { "\x81\xa6status\xa2ok", 11, NULL, "without a reward" },
+        { "\x82\xa6status\xa2ok\xa6reward\x01\xc0", 20, NULL, "trailing" },
+    };
+    size_t nhostile = sizeof hostile / sizeof hostile [0];
+    uint64_t ref;
+    char who [PROTO_MAX_STR];
+    for (size_t i = 0; i < nhostile; i++) {
+        char source [16];
+        snprintf (source, sizeof source, "h%zu", i);
+        s_submit_job (client, 10 + i, s_job_frame ("relu", source, 1, NULL), "", "", 0, "bypass");
+        proto_msg_t *job = s_expect (worker, PROTO_JOB);
+        s_send_raw_result (worker, job->job, job->attempt, hostile [i].body, hostile [i].size,
+                           hostile [i].status);
+        proto_msg_destroy (&job);
+        proto_msg_t *msg = s_expect (client, PROTO_RESULT);
+        ck_assert_uint_eq (msg->ref, 10 + i);
+        ck_assert_str_eq (msg->name, "kgym-broker");
+        ck_assert_str_eq (msg->status, "internal_error");
+        json_t *result = s_decode_body (msg);
+        proto_msg_destroy (&msg);
+        ck_assert_str_eq (json_string_value (json_object_get (result, "status")), "internal_error");
+        ck_assert (json_is_null (json_object_get (result, "reward")));
+        const char *message = json_string_value (json_object_get (result, "message"));
+        ck_assert_msg (message && strstr (message, "worker rogue") && strstr (message, hostile [i].why),
+                       "body %zu: the message should name the worker and say '%s', got '%s'", i,
+                       hostile [i].why, message);
+        s_assert_passes_check (result, &defaults);
+        json_decref (result);
+    }
+    //  A job whose body is not a job: only invalid or internal_error fit it.
+    s_submit_accepted (client, 40, "cpu", "not a job");
+    proto_msg_t *job = s_expect (worker, PROTO_JOB);
+    s_send_raw_result (worker, job->job, job->attempt, "\x82\xa6status\xa2ok\xa6reward\x01", 19,
+                       "ok");
+    proto_msg_destroy (&job);
+    json_t *result = s_next_result (client, &ref, who);
+    ck_assert_str_eq (json_string_value (json_object_get (result, "status")), "internal_error");
+    ck_assert (strstr (json_string_value (json_object_get (result, "message")), "cannot be graded"));
+    json_decref (result);
+
+    //  The job's own settings decide: with clip 4 a speedup of 3 earns 3, so
+    //  the default clip's 2 is wrong and 3 is right.
+    s_submit_job (client, 41, s_job_frame_clip ("c1", 4.0), "", "", 0, "bypass");
+    job = s_expect (worker, PROTO_JOB);
+    s_send_graded (worker, job, "ok", 2.0, 3.0);
+    proto_msg_destroy (&job);
+    result = s_next_result (client, &ref, who);
+    ck_assert_uint_eq (ref, 41);
+    ck_assert_str_eq (json_string_value (json_object_get (result, "status")), "internal_error");
+    ck_assert (strstr (json_string_value (json_object_get (result, "message")), "reward 2 is not the 3"));
+    json_decref (result);
+    s_submit_job (client, 42, s_job_frame_clip ("c2", 4.0), "", "", 0, "bypass");
+    job = s_expect (worker, PROTO_JOB);
+    s_send_graded (worker, job, "ok", 3.0 * (1 + 1e-9), 3.0);        //  within the tolerance
+    proto_msg_destroy (&job);
+    result = s_next_result (client, &ref, who);
+    ck_assert_uint_eq (ref, 42);
+    ck_assert_str_eq (json_string_value (json_object_get (result, "status")), "ok");
+    ck_assert_str_eq (who, "rogue");
+    json_decref (result);
+
+    //  Its other jobs are unaffected: a good result is taken as it is.
+    s_submit_job (client, 43, s_job_frame ("relu", "good", 1, NULL), "", "", 0, "");
+    job = s_expect (worker, PROTO_JOB);
+    s_send_graded (worker, job, "incorrect", -0.5, NAN);
+    proto_msg_destroy (&job);
+    result = s_next_result (client, &ref, who);
+    ck_assert_uint_eq (ref, 43);
+    ck_assert_str_eq (json_string_value (json_object_get (result, "status")), "incorrect");
+    ck_assert_str_eq (who, "rogue");
+    json_decref (result);
+
+    //  Counted against the worker (and the bad ones never reached the cache).
+    long long bad = (long long) nhostile + 2;
+    ck_assert_int_eq (s_stat (&broker, "bad_results"), bad);
+    json_t *workers = s_query (client, json_pack ("{s:s}", "what", "workers"), 0);
+    json_t *rogue = json_array_get (json_object_get (workers, "workers"), 0);
+    ck_assert_int_eq (s_path_int (rogue, "bad_results", NULL), bad);
+    ck_assert_int_eq (s_path_int (rogue, "done", NULL), bad + 2);
+    json_decref (workers);
+    json_t *cache = s_query (client, json_pack ("{s:s}", "what", "cache"), 0);
+    ck_assert_int_eq (s_path_int (cache, "entries", NULL), 1);          //  job 43's incorrect
+    json_decref (cache);
+    zsock_destroy (&worker);
+    zsock_destroy (&client);
+    s_broker_stop (&broker);
+}
+END_TEST
+
 START_TEST (test_task_statistics_survive_a_restart)
 {
     char dir [] = "/tmp/kgym-test-tasks-XXXXXX";
@@ -1449,7 +1640,8 @@ START_TEST (test_task_statistics_survive_a_restart)
         s_send_ready (worker, "cpu", 1, "w1");
         s_submit_job (client, 1, s_job_frame ("softmax", round? "v2": "v1", 1, NULL), "", "", 0, "");
         proto_msg_t *msg = s_expect (worker, PROTO_JOB);
-        s_send_graded (worker, msg, round? "ok": "compile_error", round? 1.0: -1.0, round? 1.0: 0);
+        s_send_graded (worker, msg, round? "ok": "compile_error", round? 1.0: -1.0,
+                       round? 1.0: NAN);
         proto_msg_destroy (&msg);
         uint64_t ref;
         json_decref (s_next_result (client, &ref, NULL));
@@ -1496,6 +1688,7 @@ s_suite (void)
     tcase_add_test (tc, test_task_statistics_survive_a_restart);
     tcase_add_test (tc, test_followers_count_against_the_queue_bound);
     tcase_add_test (tc, test_cached_results_are_per_device_model);
+    tcase_add_test (tc, test_results_are_checked_not_believed);
     suite_add_tcase (suite, tc);
     return suite;
 }

@@ -66,8 +66,10 @@ s_fake_worker (zsock_t *pipe, void *args)
         json_t *candidate = json_object_get (job, "candidate");
         const char *source = json_string_value (json_object_get (candidate, "source"));
         bool fail = source && streq (source, "fail");
-        json_t *result = json_pack ("{s:s, s:f, s:O, s:O, s:O}",
+        //  The rewards the job's default settings give (the broker checks).
+        json_t *result = json_pack ("{s:s, s:f, s:o, s:O, s:O, s:O}",
                                     "status", fail? "incorrect": "ok", "reward", fail? -0.5: 1.25,
+                                    "speedup", fail? json_null (): json_real (1.25),
                                     "echo", candidate? candidate: json_null (),
                                     "eval", json_object_get (job, "eval")? json_object_get (job, "eval"): json_null (),
                                     "tag", json_object_get (job, "tag")? json_object_get (job, "tag"): json_null ());
