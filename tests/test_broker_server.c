@@ -1623,6 +1623,52 @@ START_TEST (test_results_are_checked_not_believed)
 }
 END_TEST
 
+START_TEST (test_timeouts_are_never_cached)
+{
+    s_broker_t broker;
+    s_broker_start (&broker, 1000, 3, 1000);
+    zsock_t *client = s_dealer (broker.clients);
+    zsock_t *worker = s_dealer (broker.workers);
+    s_send_ready (worker, "cpu", 4, "busy");
+    //  A timeout on a busy worker, then the same job: graded again, not
+    //  answered from the cache.
+    uint64_t ref;
+    char who [PROTO_MAX_STR];
+    for (int round = 1; round <= 2; round++) {
+        s_submit_job (client, round, s_job_frame ("relu", "slow", round, NULL), "", "", 0, "use");
+        proto_msg_t *job = s_expect (worker, PROTO_JOB);
+        s_send_graded (worker, job, "timeout", -0.5, NAN);
+        proto_msg_destroy (&job);
+        json_t *result = s_next_result (client, &ref, who);
+        ck_assert_uint_eq (ref, (uint64_t) round);
+        ck_assert_str_eq (json_string_value (json_object_get (result, "status")), "timeout");
+        ck_assert_ptr_null (json_object_get (result, "cached"));
+        ck_assert_str_eq (who, "busy");
+        json_decref (result);
+    }
+    ck_assert_int_eq (s_stat (&broker, "dispatched"), 2);
+    json_t *cache = s_query (client, json_pack ("{s:s}", "what", "cache"), 0);
+    ck_assert_int_eq (s_path_int (cache, "entries", NULL), 0);
+    ck_assert_int_eq (s_path_int (cache, "hits", NULL), 0);
+    json_decref (cache);
+    //  The kernel's own verdicts still are: an incorrect answers the next one.
+    s_submit_job (client, 3, s_job_frame ("relu", "wrong", 1, NULL), "", "", 0, "use");
+    proto_msg_t *job = s_expect (worker, PROTO_JOB);
+    s_send_graded (worker, job, "incorrect", -0.5, NAN);
+    proto_msg_destroy (&job);
+    json_decref (s_next_result (client, &ref, NULL));
+    s_submit_job (client, 4, s_job_frame ("relu", "wrong", 2, NULL), "", "", 0, "use");
+    json_t *result = s_next_result (client, &ref, who);
+    ck_assert_uint_eq (ref, 4);
+    ck_assert (json_is_true (json_object_get (result, "cached")));
+    ck_assert_str_eq (who, "cache");
+    json_decref (result);
+    zsock_destroy (&worker);
+    zsock_destroy (&client);
+    s_broker_stop (&broker);
+}
+END_TEST
+
 START_TEST (test_task_statistics_survive_a_restart)
 {
     char dir [] = "/tmp/kgym-test-tasks-XXXXXX";
@@ -1689,6 +1735,7 @@ s_suite (void)
     tcase_add_test (tc, test_followers_count_against_the_queue_bound);
     tcase_add_test (tc, test_cached_results_are_per_device_model);
     tcase_add_test (tc, test_results_are_checked_not_believed);
+    tcase_add_test (tc, test_timeouts_are_never_cached);
     suite_add_tcase (suite, tc);
     return suite;
 }
