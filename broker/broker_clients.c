@@ -203,9 +203,10 @@ broker_client_submit (broker_server_t *self, proto_msg_t *msg)
                         msg->ref);
         return;
     }
-    int policy = !msg->cache [0] || streq (msg->cache, "use")? BROKER_POLICY_USE:
-                 streq (msg->cache, "refresh")? BROKER_POLICY_REFRESH:
-                 streq (msg->cache, "bypass")? BROKER_POLICY_BYPASS: -1;
+    int policy = msg->cache [0]? -1: BROKER_POLICY_USE;
+    for (int i = 0; i < BROKER_POLICIES; i++)
+        if (streq (msg->cache, broker_policy_names [i]))
+            policy = i;
     if (policy < 0) {
         broker_bump (&self->stats.malformed, self->m.messages_malformed);
         common_metric_inc (self->m.jobs_rejected, "malformed");
@@ -291,7 +292,9 @@ broker_client_submit (broker_server_t *self, proto_msg_t *msg)
         broker_store_row_t row = {
             .id = job->id, .client = client->key? client->key: "", .ref = job->ref,
             .tag = msg->tag, .backend = backend->name, .body = zframe_data (job->body),
-            .body_size = zframe_size (job->body), .accepted_us = job->accepted_us
+            .body_size = zframe_size (job->body), .accepted_us = job->accepted_us,
+            .cache = broker_policy_names [job->policy], .group = msg->group,
+            .group_size = msg->group_size, .trajectory = msg->trajectory
         };
         if (broker_store_insert (self->store, &row)) {
             self->stats.store_errors++;

@@ -32,8 +32,9 @@
     that will be wrong or missing. Group names are cut to 255 bytes (at a
     UTF-8 boundary; invalid bytes become '?').
 
-    One thread owns an instance (the broker's actor). Memory only: after a
-    restart, groups start again from the jobs that end.
+    One thread owns an instance (the broker's actor). Memory only: a broker
+    restarted on its database rebuilds its groups from the stored jobs
+    (each added, the finished ones ended in the order they finished).
 */
 #ifndef BROKER_GROUPS_H
 #define BROKER_GROUPS_H

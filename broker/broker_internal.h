@@ -44,6 +44,7 @@
 #define BROKER_NAME "kgym-broker"   //  the "worker" of a result the broker makes itself
 #define BROKER_CACHE_WORKER "cache" //  the "worker" of a result answered from the cache
 #define BROKER_RATE_SECONDS 60      //  completions per second, for the last minute
+#define BROKER_CANCELLED "cancelled"    //  the stored status of a job cancelled before it ran
 
 typedef struct _broker_job_t broker_job_t;
 typedef struct _broker_worker_t broker_worker_t;
@@ -64,8 +65,8 @@ typedef enum {
     JOB_FOLLOWING               //  an identical job runs: in that one's followers
 } broker_job_state_t;
 
-//  Result cache policies (SUBMIT's cache).
-enum { BROKER_POLICY_USE, BROKER_POLICY_REFRESH, BROKER_POLICY_BYPASS };
+//  Result cache policies (SUBMIT's cache), named in broker_policy_names.
+enum { BROKER_POLICY_USE, BROKER_POLICY_REFRESH, BROKER_POLICY_BYPASS, BROKER_POLICIES };
 
 //  What the broker knows of a job's reward settings (broker_verdict).
 enum {
@@ -338,6 +339,9 @@ void broker_job_fail (broker_server_t *self, broker_job_t *job, const char *mess
 
 //  Lease waiting jobs to free workers, every backend.
 void broker_dispatch_all (broker_server_t *self);
+
+//  The cache policies' names, as SUBMIT says them and the store keeps them.
+extern const char *const broker_policy_names [BROKER_POLICIES];
 
 //  Everything the store holds, back in memory (at start). 0 or -1 with a reason.
 int broker_jobs_load (broker_server_t *self, char *err, size_t errlen);

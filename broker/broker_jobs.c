@@ -9,6 +9,8 @@
 */
 #include "broker_internal.h"
 
+const char *const broker_policy_names [BROKER_POLICIES] = { "use", "refresh", "bypass" };
+
 //  Count one completion in its second, for rate_10s and rate_1m.
 void
 broker_rate_count (broker_server_t *self)
@@ -251,7 +253,8 @@ broker_job_finish (broker_server_t *self, broker_job_t *job, zframe_t **result_p
     zframe_destroy (&job->body);
     if (self->store
     &&  broker_store_finish (self->store, job->id, job->attempt, job->lost, zframe_data (result),
-                             zframe_size (result), graded_by, job->queue_s, job->finished_us))
+                             zframe_size (result), graded_by, job->queue_s, job->finished_us,
+                             job->status, job->reward, job->speedup))
         self->stats.store_errors++;
     if (device && job->keyed && job->policy != BROKER_POLICY_BYPASS
     &&  broker_cache_status_cacheable (job->status))
@@ -311,11 +314,15 @@ broker_job_cancel (broker_server_t *self, broker_job_t *job)
         job->leader = NULL;
         self->following--;
     }
-    if (self->store && broker_store_delete (self->store, job->id))
-        self->stats.store_errors++;
     job->state = JOB_DONE;
     job->client->unfinished--;
     job->finished_us = broker_wall_us ();
+    //  Kept as cancelled, not deleted: a restart must not forget it ended
+    //  (its group counts it, a FETCH skips it).
+    if (self->store
+    &&  broker_store_finish (self->store, job->id, job->attempt, job->lost, NULL, 0, "", 0,
+                             job->finished_us, BROKER_CANCELLED, NAN, NAN))
+        self->stats.store_errors++;
     zframe_destroy (&job->body);
     broker_group_end (self, job, false);
     broker_joblist_push_back (&self->finished, job);
@@ -438,8 +445,17 @@ s_load_row (const broker_store_row_t *row, void *arg)
     job->lost = row->lost;
     job->client = client;
     job->tag = row->tag [0]? strdup (row->tag): NULL;
+    job->group = row->group [0]? strdup (row->group): NULL;
+    job->trajectory = row->trajectory [0]? strdup (row->trajectory): NULL;
     job->accepted_us = row->accepted_us;
     job->backend = backend;
+    if (job->group && self->groups) {
+        //  Every job of a group is in it again; those that finished count
+        //  once all are loaded (broker_jobs_load), in the order they did.
+        char owner [PROTO_MAX_STR + 64];
+        broker_owner (client, owner, sizeof owner);
+        broker_groups_add (self->groups, owner, job->group, row->group_size);
+    }
     client->jobs++;
     zhashx_insert (self->jobs, &job->id, job);
     if (client->refs) {
@@ -448,7 +464,11 @@ s_load_row (const broker_store_row_t *row, void *arg)
     }
     if (row->done) {
         job->state = JOB_DONE;
-        job->reward = job->speedup = NAN;
+        job->cancelled = streq (row->status, BROKER_CANCELLED);
+        if (broker_verdict_status_index (row->status) < BROKER_VERDICT_STATUSES)
+            snprintf (job->status, sizeof job->status, "%s", row->status);
+        job->reward = row->reward;
+        job->speedup = row->speedup;
         job->finished_us = row->finished_us;
         job->queue_s = row->queue_s;
         job->graded_by = strdup (row->worker);
@@ -457,15 +477,31 @@ s_load_row (const broker_store_row_t *row, void *arg)
     else {
         job->state = JOB_QUEUED;
         job->body = zframe_new (row->body, row->body_size);
-        //  Its header policy was not stored: its result is kept (refresh),
-        //  and identical jobs no longer wait for it.
+        //  Its policy as SUBMIT said it (a file of schema 1 did not keep
+        //  it: refresh, as brokers of then restarted its jobs).
         job->policy = BROKER_POLICY_REFRESH;
+        for (uint8_t policy = 0; policy < BROKER_POLICIES; policy++)
+            if (streq (row->cache, broker_policy_names [policy]))
+                job->policy = policy;
         job->reward = job->speedup = NAN;
         if (job->body)
             broker_job_describe (self, job, job->body);
         client->unfinished++;
-        broker_joblist_push_back (&backend->queue, job);
-        self->queued++;
+        //  Rows come in id order: an identical "use" job loaded before
+        //  leads again, and this one follows it as it did.
+        broker_job_t *leader = job->keyed && job->policy == BROKER_POLICY_USE?
+                               (broker_job_t *) zhashx_lookup (self->leaders, job->key): NULL;
+        if (leader) {
+            job->state = JOB_FOLLOWING;
+            job->leader = leader;
+            broker_joblist_push_back (&leader->followers, job);
+            self->following++;
+        }
+        else {
+            broker_joblist_push_back (&backend->queue, job);
+            self->queued++;
+            broker_lead (self, job);
+        }
     }
     if (job->id >= self->next_job)
         self->next_job = job->id + 1;
@@ -505,7 +541,13 @@ broker_jobs_load (broker_server_t *self, char *err, size_t errlen)
             free (order);
         }
     }
-    log_info ("broker", "store %s: %zu unfinished job(s) queued again, %zu result(s) kept",
-              self->cfg.db_path, self->queued, self->finished.size);
+    //  Groups go on where they were: their finished jobs count again (the
+    //  summaries they completed went out before; no client is bound yet, so
+    //  none goes out twice).
+    for (broker_job_t *job = self->finished.head; job; job = job->next)
+        broker_group_end (self, job, !job->cancelled);
+    log_info ("broker", "store %s: %zu unfinished job(s) queued again (%zu following an identical "
+              "one), %zu result(s) kept", self->cfg.db_path, self->queued + self->following,
+              self->following, self->finished.size);
     return 0;
 }

@@ -7,6 +7,9 @@
 #include "proto_msg.h"
 #include "common_log.h"
 #include "proto_mpk.h"
+#include "kgym_config.h"
+#include <signal.h>
+#include <sys/wait.h>
 #include <string.h>
 #include <stdlib.h>
 #include <math.h>
@@ -81,10 +84,11 @@ s_dealer (const char *endpoint)
     return sock;
 }
 
-//  Next message of command cmd on sock within WAIT_MS. HEARTBEATs on the
-//  way are answered (a test worker stays alive while it waits) and skipped.
+//  Next message of command cmd or other on sock within WAIT_MS. HEARTBEATs
+//  on the way are answered (a test worker stays alive while it waits) and
+//  skipped.
 static proto_msg_t *
-s_expect (zsock_t *sock, proto_cmd_t cmd)
+s_expect_either (zsock_t *sock, proto_cmd_t cmd, proto_cmd_t other)
 {
     zpoller_t *poller = zpoller_new (sock, NULL);
     int64_t deadline = zclock_mono () + WAIT_MS;
@@ -96,7 +100,7 @@ s_expect (zsock_t *sock, proto_cmd_t cmd)
             continue;
         int rc = proto_msg_recv (msg, sock);
         ck_assert_msg (rc == 0, "malformed message from the broker: %s", msg->reason);
-        if (msg->cmd == cmd)
+        if (msg->cmd == cmd || msg->cmd == other)
             break;
         if (msg->cmd == PROTO_HEARTBEAT) {
             proto_msg_t *beat = proto_msg_new (PROTO_HEARTBEAT);
@@ -109,6 +113,13 @@ s_expect (zsock_t *sock, proto_cmd_t cmd)
     }
     zpoller_destroy (&poller);
     return msg;
+}
+
+//  Next message of command cmd on sock within WAIT_MS.
+static proto_msg_t *
+s_expect (zsock_t *sock, proto_cmd_t cmd)
+{
+    return s_expect_either (sock, cmd, cmd);
 }
 
 static void
@@ -942,17 +953,21 @@ s_job_frame (const char *task, const char *source, int seed, const char *tag)
     return s_mpk_frame (job);
 }
 
-//  SUBMIT with the section 14 header fields; returns the job id from ACCEPTED.
+//  SUBMIT with every option (as the named client client_id unless ""), to
+//  backend cpu; returns the job id from ACCEPTED.
 static uint64_t
-s_submit_job (zsock_t *client, uint64_t ref, zframe_t *body, const char *tag, const char *group,
-              uint32_t group_size, const char *cache)
+s_submit_options (zsock_t *client, uint64_t ref, zframe_t *body, const char *client_id,
+                  const char *tag, const char *group, uint32_t group_size, const char *trajectory,
+                  const char *cache)
 {
     proto_msg_t *msg = proto_msg_new (PROTO_SUBMIT);
     msg->ref = ref;
     proto_msg_set_str (msg->backend, "cpu");
+    proto_msg_set_str (msg->client, client_id);
     proto_msg_set_str (msg->tag, tag);
     proto_msg_set_str (msg->group, group);
     msg->group_size = group_size;
+    proto_msg_set_str (msg->trajectory, trajectory);
     proto_msg_set_str (msg->cache, cache);
     proto_msg_set_body (msg, &body);
     ck_assert_int_eq (proto_msg_send (msg, client), 0);
@@ -962,6 +977,14 @@ s_submit_job (zsock_t *client, uint64_t ref, zframe_t *body, const char *tag, co
     uint64_t job = msg->job;
     proto_msg_destroy (&msg);
     return job;
+}
+
+//  SUBMIT with the section 14 header fields; returns the job id from ACCEPTED.
+static uint64_t
+s_submit_job (zsock_t *client, uint64_t ref, zframe_t *body, const char *tag, const char *group,
+              uint32_t group_size, const char *cache)
+{
+    return s_submit_options (client, ref, body, "", tag, group, group_size, "", cache);
 }
 
 //  A worker's RESULT with a msgpack result body; a reward or speedup of NAN
@@ -1709,6 +1732,201 @@ START_TEST (test_task_statistics_survive_a_restart)
 }
 END_TEST
 
+//  --------------------------------------------------------------------------
+//  A real kgym-broker process, killed and started again on its database
+
+#define S_TRAINER "restarted-trainer"   //  the named client of the restart test
+
+//  kgym-broker on these endpoints with this database; returns once it
+//  answers a HEARTBEAT.
+static pid_t
+s_broker_process (const char *clients, const char *workers, const char *db)
+{
+    char *prog = zsys_sprintf ("%s/broker/kgym-broker", KGYM_BUILD_DIR);
+    char *argv [] = { prog, "--clients", (char *) clients, "--workers", (char *) workers,
+                      "--heartbeat", "100", "--db", (char *) db, NULL };
+    pid_t pid = testutil_spawn (argv);
+    zstr_free (&prog);
+    zsock_t *probe = s_dealer (clients);
+    s_send_cmd (probe, PROTO_HEARTBEAT);
+    proto_msg_t *reply = s_expect (probe, PROTO_HEARTBEAT);
+    proto_msg_destroy (&reply);
+    zsock_destroy (&probe);
+    return pid;
+}
+
+//  The candidate source of a JOB's body (a new string).
+static char *
+s_job_source (proto_msg_t *job)
+{
+    json_t *body = s_decode_body (job);
+    const char *source = json_string_value (json_object_get (json_object_get (body, "candidate"),
+                                                             "source"));
+    ck_assert_ptr_nonnull (source);
+    char *copy = strdup (source);
+    json_decref (body);
+    return copy;
+}
+
+//  Every SUBMIT option (cache policy, group and its size, trajectory, tag,
+//  client) is stored with the job and comes back with it when the broker
+//  process is killed and started again on its database.
+START_TEST (test_submit_options_survive_a_killed_broker)
+{
+    common_log_set_level (LOG_LEVEL_WARN);
+    char dir [] = "/tmp/kgym-test-restart-XXXXXX";
+    ck_assert_ptr_nonnull (mkdtemp (dir));
+    char db [128], clients [64], workers [64];
+    snprintf (db, sizeof db, "%s/jobs.sqlite", dir);
+    snprintf (clients, sizeof clients, "tcp://127.0.0.1:%d", testutil_free_port ());
+    snprintf (workers, sizeof workers, "tcp://127.0.0.1:%d", testutil_free_port ());
+    pid_t broker = s_broker_process (clients, workers, db);
+    zsock_t *client = s_dealer (clients);
+
+    //  Job 1 of group g (2 jobs) is graded before the kill.
+    s_submit_options (client, 1, s_job_frame ("relu", "j1", 1, NULL), S_TRAINER, "t1", "g", 2,
+                      "traj-1", "use");
+    zsock_t *worker = s_dealer (workers);
+    s_send_ready (worker, "cpu", 1, "before");
+    proto_msg_t *msg = s_expect (worker, PROTO_JOB);
+    s_send_graded (worker, msg, "ok", 1.0, 1.0);
+    proto_msg_destroy (&msg);
+    uint64_t ref;
+    json_decref (s_next_result (client, &ref, NULL));
+    ck_assert_uint_eq (ref, 1);
+    s_send_cmd (worker, PROTO_DISCONNECT);
+    zsock_destroy (&worker);
+    //  Until the broker has seen it leave (it came on the other socket).
+    json_t *answer;
+    size_t registered;
+    int64_t deadline = zclock_mono () + WAIT_MS;
+    do {
+        ck_assert_msg (zclock_mono () < deadline, "the broker never saw the worker leave");
+        answer = s_query (client, json_pack ("{s:s}", "what", "workers"), 0);
+        registered = json_array_size (json_object_get (answer, "workers"));
+        json_decref (answer);
+    } while (registered > 0);
+    //  Queued with no worker: job 2 of g, a bypass job, a use job; group h
+    //  (2 jobs): one cancelled, one left to run.
+    uint64_t j2 = s_submit_options (client, 2, s_job_frame ("relu", "j2", 1, NULL), S_TRAINER,
+                                    "t2", "g", 2, "", "use");
+    s_submit_options (client, 3, s_job_frame ("relu", "z", 1, NULL), S_TRAINER, "", "", 0, "",
+                      "bypass");
+    s_submit_options (client, 4, s_job_frame ("relu", "u", 1, NULL), S_TRAINER, "", "", 0,
+                      "traj-1", "use");
+    uint64_t h1 = s_submit_options (client, 5, s_job_frame ("relu", "h1", 1, NULL), S_TRAINER, "",
+                                    "h", 2, "", "use");
+    msg = proto_msg_new (PROTO_CANCEL);
+    msg->ref = 6;
+    msg->job = h1;
+    proto_msg_set_str (msg->client, S_TRAINER);
+    ck_assert_int_eq (proto_msg_send (msg, client), 0);
+    proto_msg_destroy (&msg);
+    msg = s_expect (client, PROTO_DONE);
+    ck_assert_uint_eq (msg->count, 1);
+    proto_msg_destroy (&msg);
+    s_submit_options (client, 7, s_job_frame ("relu", "h2", 1, NULL), S_TRAINER, "", "h", 2, "",
+                      "use");
+
+    ck_assert_int_eq (kill (broker, SIGKILL), 0);
+    int status;
+    ck_assert_int_eq (waitpid (broker, &status, 0), broker);
+    ck_assert (WIFSIGNALED (status) && WTERMSIG (status) == SIGKILL);
+    broker = s_broker_process (clients, workers, db);
+    //  The client speaks again: its id binds it to its new connection.
+    msg = proto_msg_new (PROTO_HEARTBEAT);
+    proto_msg_set_str (msg->client, S_TRAINER);
+    ck_assert_int_eq (proto_msg_send (msg, client), 0);
+    proto_msg_destroy (&msg);
+    msg = s_expect (client, PROTO_HEARTBEAT);
+    proto_msg_destroy (&msg);
+
+    //  trajectory, tag, group: as submitted.
+    answer = s_query (client, json_pack ("{s:s, s:s}", "what", "jobs", "trajectory", "traj-1"), 0);
+    ck_assert_int_eq (json_array_size (json_object_get (answer, "jobs")), 2);
+    json_decref (answer);
+    answer = s_query (client, json_pack ("{s:s, s:I}", "what", "job", "job", (json_int_t) j2), 0);
+    json_t *job = json_object_get (answer, "job");
+    ck_assert_str_eq (json_string_value (json_object_get (job, "tag")), "t2");
+    ck_assert_str_eq (json_string_value (json_object_get (job, "group")), "g");
+    ck_assert_str_eq (json_string_value (json_object_get (job, "state")), "queued");
+    json_decref (answer);
+    //  use: the restored job leads again, an identical one follows it.
+    uint64_t u2 = s_submit_options (client, 8, s_job_frame ("relu", "u", 2, NULL), S_TRAINER, "",
+                                    "", 0, "", "use");
+    answer = s_query (client, json_pack ("{s:s, s:I}", "what", "job", "job", (json_int_t) u2), 0);
+    ck_assert_str_eq (json_string_value (json_object_get (json_object_get (answer, "job"), "state")),
+                      "following");
+    json_decref (answer);
+
+    //  A worker comes: j2 (incorrect), z, u and h2 run; u2 takes u's result.
+    worker = s_dealer (workers);
+    s_send_ready (worker, "cpu", 4, "after");
+    for (int i = 0; i < 4; i++) {
+        msg = s_expect (worker, PROTO_JOB);
+        char *source = s_job_source (msg);
+        if (streq (source, "j2"))
+            s_send_graded (worker, msg, "incorrect", -0.5, NAN);
+        else
+            s_send_graded (worker, msg, "ok", 1.0, 1.0);
+        zstr_free (&source);
+        proto_msg_destroy (&msg);
+    }
+    //  Five results and, as groups end, two summaries counting the jobs
+    //  that ended before the kill: graded (g) or cancelled (h).
+    int results = 0, summaries = 0;
+    while (results < 5 || summaries < 2) {
+        msg = s_expect_either (client, PROTO_RESULT, PROTO_SUMMARY);
+        json_t *body = s_decode_body (msg);
+        if (msg->cmd == PROTO_RESULT) {
+            results++;
+            ck_assert (msg->ref == 2 || msg->ref == 3 || msg->ref == 4 || msg->ref == 7
+                       || msg->ref == 8);
+            ck_assert (json_is_true (json_object_get (body, "coalesced")) == (msg->ref == 8));
+        }
+        else {
+            summaries++;
+            bool g = streq (msg->group, "g");
+            ck_assert (g || streq (msg->group, "h"));
+            ck_assert_int_eq (s_path_int (body, "count", NULL), g? 2: 1);
+            ck_assert_int_eq (s_path_int (body, "cancelled", NULL), g? 0: 1);
+            ck_assert_int_eq (s_path_int (body, "declared_size", NULL), 2);
+            ck_assert_double_eq_tol (json_number_value (json_object_get (body, "reward_mean")),
+                                     g? 0.25: 1.0, 1e-9);
+        }
+        json_decref (body);
+        proto_msg_destroy (&msg);
+    }
+    //  bypass: z's result was not kept, so the same job runs again; u's was.
+    s_submit_options (client, 9, s_job_frame ("relu", "z", 2, NULL), S_TRAINER, "", "", 0, "",
+                      "use");
+    msg = s_expect (worker, PROTO_JOB);
+    char *source = s_job_source (msg);
+    ck_assert_str_eq (source, "z");
+    zstr_free (&source);
+    s_send_graded (worker, msg, "ok", 1.0, 1.0);
+    proto_msg_destroy (&msg);
+    json_t *result = s_next_result (client, &ref, NULL);
+    ck_assert_uint_eq (ref, 9);
+    ck_assert_ptr_null (json_object_get (result, "cached"));
+    json_decref (result);
+    s_submit_options (client, 10, s_job_frame ("relu", "u", 3, NULL), S_TRAINER, "", "", 0, "",
+                      "use");
+    result = s_next_result (client, &ref, NULL);
+    ck_assert_uint_eq (ref, 10);
+    ck_assert (json_is_true (json_object_get (result, "cached")));
+    json_decref (result);
+
+    zsock_destroy (&worker);
+    zsock_destroy (&client);
+    ck_assert_int_eq (kill (broker, SIGKILL), 0);
+    ck_assert_int_eq (waitpid (broker, &status, 0), broker);
+    char command [160];
+    snprintf (command, sizeof command, "rm -rf '%s'", dir);
+    ck_assert_int_eq (system (command), 0);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -1736,6 +1954,7 @@ s_suite (void)
     tcase_add_test (tc, test_cached_results_are_per_device_model);
     tcase_add_test (tc, test_results_are_checked_not_believed);
     tcase_add_test (tc, test_timeouts_are_never_cached);
+    tcase_add_test (tc, test_submit_options_survive_a_killed_broker);
     suite_add_tcase (suite, tc);
     return suite;
 }
