@@ -116,10 +116,51 @@ broker_unlead (broker_server_t *self, broker_job_t *job)
     }
 }
 
-//  A job of a group ended: when that ends the group, its SUMMARY waits for
-//  the batch end (after the ACCEPTEDs and results it sums up).
 void
-broker_group_end (broker_server_t *self, broker_job_t *job, bool counted)
+broker_settling_free (void **item)
+{
+    broker_settling_t *wait = (broker_settling_t *) *item;
+    if (wait) {
+        zframe_destroy (&wait->identity);
+        free (wait->owner);
+        free (wait->group);
+        free (wait);
+        *item = NULL;
+    }
+}
+
+int64_t
+broker_settling_next (broker_server_t *self)
+{
+    int64_t next = 0;
+    for (broker_settling_t *wait = (broker_settling_t *) zhashx_first (self->settling); wait;
+         wait = (broker_settling_t *) zhashx_next (self->settling))
+        if (!next || wait->due_us < next)
+            next = wait->due_us;
+    return next;
+}
+
+//  Queue a SUMMARY (summary lent) for the batch end.
+static void
+s_queue_summary (broker_server_t *self, zframe_t *identity, const char *group, json_t *summary)
+{
+    char *data = NULL;
+    size_t size = 0;
+    if (identity && proto_mpk_encode (summary, &data, &size) == 0) {
+        zmsg_t *entry = zmsg_new ();
+        if (entry) {
+            zframe_t *copy = zframe_dup (identity);
+            zmsg_append (entry, &copy);
+            zmsg_addstr (entry, group);
+            zmsg_addmem (entry, data, size);
+            zlist_append (self->summaries, entry);
+        }
+    }
+    free (data);
+}
+
+void
+broker_group_end (broker_server_t *self, broker_job_t *job, bool counted, bool settle)
 {
     if (!job->group || !self->groups)
         return;
@@ -129,26 +170,56 @@ broker_group_end (broker_server_t *self, broker_job_t *job, bool counted)
                                             job->reward, counted);
     if (!summary)
         return;
-    char *data = NULL;
-    size_t size = 0;
-    if (job->client->identity && proto_mpk_encode (summary, &data, &size) == 0) {
-        zmsg_t *entry = zmsg_new ();
-        if (entry) {
-            zframe_t *identity = zframe_dup (job->client->identity);
-            zmsg_append (entry, &identity);
-            zmsg_addstr (entry, job->group);
-            zmsg_addmem (entry, data, size);
-            zlist_append (self->summaries, entry);
+    //  (owner, group) as one key: the owner's length first.
+    char *key = zsys_sprintf ("%zu:%s%s", strlen (owner), owner, job->group);
+    if (settle && json_is_null (json_object_get (summary, "declared_size")) && key) {
+        //  Answered at once, so its group looks complete between two
+        //  SUBMITs: the summary waits a heartbeat for the rest of them.
+        broker_settling_t *entry = (broker_settling_t *) calloc (1, sizeof (broker_settling_t));
+        if (entry && job->client->identity) {
+            entry->identity = zframe_dup (job->client->identity);
+            entry->owner = strdup (owner);
+            entry->group = strdup (job->group);
+            entry->due_us = broker_now_us () + (int64_t) self->cfg.heartbeat_ms * 1000;
+            zhashx_update (self->settling, key, entry);         //  the newest wait wins
         }
+        else
+            free (entry);
     }
-    free (data);
+    else {
+        if (key)
+            zhashx_delete (self->settling, key);                //  this summary covers it
+        s_queue_summary (self, job->client->identity, job->group, summary);
+    }
+    zstr_free (&key);
     json_decref (summary);
 }
 
 //  Send the SUMMARYs of groups that ended in this batch.
 void
-broker_send_summaries (broker_server_t *self)
+broker_send_summaries (broker_server_t *self, int64_t now)
 {
+    if (zhashx_size (self->settling)) {
+        zlist_t *due = zlist_new ();           //  keys (copies): the table changes below
+        if (due)
+            zlist_autofree (due);
+        for (broker_settling_t *wait = (broker_settling_t *) zhashx_first (self->settling); wait && due;
+             wait = (broker_settling_t *) zhashx_next (self->settling))
+            if (now >= wait->due_us)
+                zlist_append (due, (void *) zhashx_cursor (self->settling));
+        //  Due: its newest summary, unless a job of it came meanwhile and
+        //  is still unfinished (its end sends one then).
+        for (const char *key = due? (const char *) zlist_first (due): NULL; key;
+             key = (const char *) zlist_next (due)) {
+            broker_settling_t *wait = (broker_settling_t *) zhashx_lookup (self->settling, key);
+            json_t *summary = broker_groups_summary (self->groups, wait->owner, wait->group);
+            if (summary)
+                s_queue_summary (self, wait->identity, wait->group, summary);
+            json_decref (summary);
+            zhashx_delete (self->settling, key);
+        }
+        zlist_destroy (&due);
+    }
     zmsg_t *entry;
     while ((entry = (zmsg_t *) zlist_pop (self->summaries))) {
         zframe_t *identity = zmsg_pop (entry);

@@ -67,6 +67,13 @@ int broker_groups_add (broker_groups_t *self, const char *owner, const char *gro
 json_t *broker_groups_finish (broker_groups_t *self, const char *owner, const char *group,
                               uint64_t job, const char *status, double reward, bool counted);
 
+//  The summary (a new object, the caller's) of an undeclared group none of
+//  whose jobs is unfinished, as broker_groups_finish gave it when its last
+//  job ended; NULL when the group is unknown, declared, waits for jobs, or
+//  memory runs out. For a caller that holds a summary back (the broker,
+//  when jobs are answered at once) and sends the newest one later.
+json_t *broker_groups_summary (broker_groups_t *self, const char *owner, const char *group);
+
 //  Groups held.
 size_t broker_groups_size (broker_groups_t *self);
 

@@ -112,6 +112,9 @@ struct _broker_job_t {
     double reward, speedup;     //  once done: from the result (NAN: null)
     common_reward_t rewards;    //  its reward settings, when rewards_read is BROKER_REWARDS_KNOWN
     uint8_t rewards_read;       //  BROKER_REWARDS_*
+    int64_t unserved_until_us;  //  monotonic: queued while no worker serves its backend, it
+                                //  fails then unless one registers (0: not waiting for one)
+    uint32_t unserved_grace_s;  //  the wait it was given, for its message
 };
 
 typedef enum {
@@ -154,6 +157,10 @@ struct _broker_backend_t {
     size_t maxworkers;          //  entries allocated
     size_t cursor;              //  where the next scan starts (spreads ties)
     char last_device [PROTO_MAX_STR];   //  device of the last worker that served it
+    bool unserved;              //  no worker registered while jobs of it wait (logged once)
+    bool recheck;               //  its last worker left (or a job was queued again): at the
+                                //  batch end, waiting jobs without a wait get one
+    int64_t unserved_next_us;   //  monotonic: the earliest of its jobs' unserved_until_us (0: none)
 };
 
 //  A submitter: named by the id it sends (stable across reconnects), or by
@@ -187,6 +194,7 @@ typedef struct {
     uint64_t cache_hits;        //  SUBMITs answered from the result cache
     uint64_t coalesced;         //  SUBMITs that followed an identical job
     uint64_t bad_results;       //  RESULTs that failed the check (broker_verdict): made internal_error
+    uint64_t unserved;          //  jobs failed: no worker of their backend joined within the grace
     uint64_t statuses [BROKER_VERDICT_STATUSES + 1];    //  completed, by status (last: unknown)
 } broker_stats_t;
 
@@ -201,6 +209,14 @@ typedef struct {
     uint32_t code;              //  ERROR: code
     char *reason;               //  ERROR: reason (owned)
 } broker_deferred_t;
+
+//  An undeclared group whose summary waits (broker_group_end's settle).
+typedef struct {
+    zframe_t *identity;         //  its client's routing id then (owned)
+    char *owner;                //  the group's owner (broker_owner)
+    char *group;                //  the group's name as the client says it
+    int64_t due_us;             //  monotonic: when its summary goes out, if still complete
+} broker_settling_t;
 
 //  The broker instance, owned by the actor thread.
 typedef struct {
@@ -244,6 +260,8 @@ typedef struct {
     broker_groups_t *groups;    //  GRPO groups (14.4)
     broker_trajectories_t *trajectories;    //  multi-turn tools' state (14.6)
     zlist_t *summaries;         //  SUMMARYs to send at the batch end (zmsg_t: identity, group, body)
+    zhashx_t *settling;         //  undeclared groups last ended by a job answered at SUBMIT:
+                                //  owner + group -> broker_settling_t (owns them)
     int64_t started_us;         //  monotonic, at start
     int64_t next_tasks_flush_us;//  monotonic: when task statistics are written next
     uint32_t rate [BROKER_RATE_SECONDS];        //  completions in each second
@@ -339,6 +357,26 @@ void broker_job_fail (broker_server_t *self, broker_job_t *job, const char *mess
 
 //  Lease waiting jobs to free workers, every backend.
 void broker_dispatch_all (broker_server_t *self);
+
+//  A job waits in a backend no registered worker serves: it gets grace_s
+//  seconds from now for one to register (kept when it has a wait already),
+//  and its client the ERROR 503 notice when notify.
+void broker_job_unserved (broker_server_t *self, broker_job_t *job, uint32_t grace_s,
+                          bool notify);
+
+//  At the batch end, after its ACCEPTEDs: in each backend marked recheck
+//  that no registered worker serves (its last worker left), the waiting
+//  jobs without a wait (and those that follow them) start one, their
+//  clients told (503).
+void broker_unserved_check (broker_server_t *self);
+
+//  A worker of the backend registered: the jobs' waits are over.
+void broker_backend_served (broker_server_t *self, broker_backend_t *backend,
+                            const char *worker);
+
+//  Fail, as internal_error, the waiting jobs of backends no worker serves
+//  whose grace has run out.
+void broker_unserved_expire (broker_server_t *self, int64_t now);
 
 //  The cache policies' names, as SUBMIT says them and the store keeps them.
 extern const char *const broker_policy_names [BROKER_POLICIES];
@@ -445,10 +483,21 @@ void broker_unlead (broker_server_t *self, broker_job_t *job);
 //  cannot be graded (only invalid or internal_error fit it).
 const common_reward_t *broker_job_rewards (broker_job_t *job);
 
-//  A job of a group ended: when that ends the group, its SUMMARY waits for the batch end.
-void broker_group_end (broker_server_t *self, broker_job_t *job, bool counted);
+//  A job of a group ended: when that ends the group, its SUMMARY waits for
+//  the batch end. settle: the job was answered at SUBMIT (from the cache):
+//  an undeclared group's summary then waits a heartbeat interval for more
+//  jobs of it (its others may be on their way), and goes out then only if
+//  none of its jobs is unfinished.
+void broker_group_end (broker_server_t *self, broker_job_t *job, bool counted, bool settle);
 
-//  Send the SUMMARYs of groups that ended in this batch.
-void broker_send_summaries (broker_server_t *self);
+//  Send the SUMMARYs of groups that ended in this batch, and of settled
+//  groups whose heartbeat has passed.
+void broker_send_summaries (broker_server_t *self, int64_t now);
+
+//  The settling table's item destructor.
+void broker_settling_free (void **item);
+
+//  When the next held summary is due (monotonic), 0 when none is held.
+int64_t broker_settling_next (broker_server_t *self);
 
 #endif

@@ -261,7 +261,7 @@ broker_job_finish (broker_server_t *self, broker_job_t *job, zframe_t **result_p
         broker_cache_put (self->cache, job->key, device, zframe_data (result), zframe_size (result));
     if (job->task && self->tasks)
         broker_tasks_record (self->tasks, job->task, job->status, job->reward, job->speedup);
-    broker_group_end (self, job, true);
+    broker_group_end (self, job, true, !send);     //  not sent now: answered at SUBMIT
     if (send && !job->cancelled)
         broker_send_result (self, job, result, NULL);
     broker_joblist_push_back (&self->finished, job);
@@ -324,7 +324,7 @@ broker_job_cancel (broker_server_t *self, broker_job_t *job)
                              job->finished_us, BROKER_CANCELLED, NAN, NAN))
         self->stats.store_errors++;
     zframe_destroy (&job->body);
-    broker_group_end (self, job, false);
+    broker_group_end (self, job, false, false);
     broker_joblist_push_back (&self->finished, job);
 }
 
@@ -356,6 +356,8 @@ broker_job_unlink (broker_server_t *self, broker_job_t *job)
         self->queued++;
         self->following--;
         broker_lead (self, follower);
+        if (!follower->backend->nworkers)
+            follower->backend->recheck = true;
     }
 }
 
@@ -425,6 +427,108 @@ broker_dispatch_all (broker_server_t *self)
          backend = (broker_backend_t *) zhashx_next (self->backends))
         if (backend->queue.head && backend->nworkers)
             s_dispatch (self, backend);
+}
+
+//  --------------------------------------------------------------------------
+//  No silent waits: a job no registered worker serves is told so (503) and
+//  fails after a grace period (docs/protocol.md 7.3)
+
+void
+broker_job_unserved (broker_server_t *self, broker_job_t *job, uint32_t grace_s, bool notify)
+{
+    broker_backend_t *backend = job->backend;
+    if (!job->unserved_until_us) {
+        job->unserved_until_us = broker_now_us () + (int64_t) grace_s * 1000000;
+        job->unserved_grace_s = grace_s;
+    }
+    if (!backend->unserved_next_us || job->unserved_until_us < backend->unserved_next_us)
+        backend->unserved_next_us = job->unserved_until_us;
+    if (!backend->unserved) {
+        //  Once per backend and episode, not per job.
+        backend->unserved = true;
+        log_warn ("broker", "no worker serves backend '%s': its waiting jobs fail after %u s "
+                  "unless one joins", backend->name, job->unserved_grace_s);
+    }
+    if (notify && job->client) {
+        char reason [PROTO_MAX_STR];
+        snprintf (reason, sizeof reason, "no connected worker serves backend '%s'; the job waits "
+                  "up to %u s for one", backend->name, job->unserved_grace_s);
+        broker_send_error (self, self->clients, job->client->identity, PROTO_ERR_NO_WORKER,
+                           reason, job->ref, job->id);
+    }
+}
+
+void
+broker_unserved_check (broker_server_t *self)
+{
+    uint32_t grace = self->cfg.no_worker_grace_s;
+    for (broker_backend_t *backend = (broker_backend_t *) zhashx_first (self->backends); backend;
+         backend = (broker_backend_t *) zhashx_next (self->backends)) {
+        if (!backend->recheck)
+            continue;
+        backend->recheck = false;
+        if (backend->nworkers)
+            continue;       //  one came back in the meantime (a worker that announced itself again)
+        for (broker_job_t *job = backend->queue.head; job; job = job->next) {
+            if (!job->unserved_until_us)
+                broker_job_unserved (self, job, grace, !job->cancelled);
+            for (broker_job_t *follower = job->followers.head; follower; follower = follower->next)
+                if (!follower->unserved_until_us)
+                    broker_job_unserved (self, follower, grace, !follower->cancelled);
+        }
+    }
+}
+
+void
+broker_backend_served (broker_server_t *self, broker_backend_t *backend, const char *worker)
+{
+    backend->recheck = false;
+    if (!backend->unserved)
+        return;
+    log_info ("broker", "worker %s serves backend '%s': %zu job(s) waited for one", worker,
+              backend->name, backend->queue.size);
+    //  The episode is over: should the last worker leave again, the jobs
+    //  then waiting get a new wait (and notice) of their own.
+    for (broker_job_t *job = backend->queue.head; job; job = job->next) {
+        job->unserved_until_us = 0;
+        for (broker_job_t *follower = job->followers.head; follower; follower = follower->next)
+            follower->unserved_until_us = 0;
+    }
+    backend->unserved = false;
+    backend->unserved_next_us = 0;
+}
+
+void
+broker_unserved_expire (broker_server_t *self, int64_t now)
+{
+    for (broker_backend_t *backend = (broker_backend_t *) zhashx_first (self->backends); backend;
+         backend = (broker_backend_t *) zhashx_next (self->backends)) {
+        if (backend->nworkers || !backend->unserved_next_us || now < backend->unserved_next_us)
+            continue;
+        int64_t next = 0;
+        broker_job_t *job = backend->queue.head;
+        while (job) {
+            broker_job_t *later = job->next;
+            if (job->unserved_until_us && now >= job->unserved_until_us) {
+                broker_joblist_remove (&backend->queue, job);
+                self->queued--;
+                broker_unlead (self, job);
+                self->stats.unserved++;
+                common_metric_inc (self->m.jobs_unserved, backend->name);
+                char message [PROTO_MAX_STR + 64];
+                snprintf (message, sizeof message, "no worker serves backend '%s' (none joined "
+                          "within %u s)", backend->name, job->unserved_grace_s);
+                log_debug ("broker", "job %" PRIu64 " (ref %" PRIu64 ") failed: %s", job->id,
+                           job->ref, message);
+                broker_job_fail (self, job, message, false);    //  its followers too
+            }
+            else
+            if (job->unserved_until_us && (!next || job->unserved_until_us < next))
+                next = job->unserved_until_us;
+            job = later;
+        }
+        backend->unserved_next_us = next;
+    }
 }
 
 static int
@@ -545,7 +649,16 @@ broker_jobs_load (broker_server_t *self, char *err, size_t errlen)
     //  summaries they completed went out before; no client is bound yet, so
     //  none goes out twice).
     for (broker_job_t *job = self->finished.head; job; job = job->next)
-        broker_group_end (self, job, !job->cancelled);
+        broker_group_end (self, job, !job->cancelled, false);
+    //  No worker is registered yet: the waits start now, but last at least
+    //  as long as the workers of a broker that restarted take to announce
+    //  themselves again (their clients are told nothing: none is bound).
+    uint32_t grace = self->cfg.no_worker_grace_s;
+    uint32_t again = (uint32_t) (((uint64_t) self->cfg.heartbeat_ms * self->cfg.liveness + 999) / 1000);
+    for (broker_backend_t *backend = (broker_backend_t *) zhashx_first (self->backends); backend;
+         backend = (broker_backend_t *) zhashx_next (self->backends))
+        for (broker_job_t *job = backend->queue.head; job; job = job->next)
+            broker_job_unserved (self, job, grace > again? grace: again, false);
     log_info ("broker", "store %s: %zu unfinished job(s) queued again (%zu following an identical "
               "one), %zu result(s) kept", self->cfg.db_path, self->queued + self->following,
               self->following, self->finished.size);

@@ -450,11 +450,12 @@ broker_stats_json (broker_server_t *self)
         ",\"requeued\":%" PRIu64 ",\"dropped_results\":%" PRIu64 ",\"undeliverable\":%" PRIu64
         ",\"resent\":%" PRIu64 ",\"cancelled\":%" PRIu64 ",\"malformed\":%" PRIu64
         ",\"unauthorized\":%" PRIu64 ",\"workers_lost\":%" PRIu64 ",\"workers_left\":%" PRIu64
-        ",\"store_errors\":%" PRIu64 ",\"bad_results\":%" PRIu64 ",\"workers\":%zu,\"draining\":%zu,\"quarantined\":%zu"
+        ",\"store_errors\":%" PRIu64 ",\"bad_results\":%" PRIu64 ",\"unserved\":%" PRIu64
+        ",\"workers\":%zu,\"draining\":%zu,\"quarantined\":%zu"
         ",\"queued\":%zu,\"inflight\":%zu,\"results\":%zu,\"clients\":%zu}",
         st->submitted, st->resubmitted, st->rejected, st->dispatched, st->completed, st->failed,
         st->requeued, st->dropped_results, st->undeliverable, st->resent, st->cancelled,
         st->malformed, st->unauthorized, st->workers_lost, st->workers_left, st->store_errors,
-        st->bad_results, zhashx_size (self->worker_table), draining, quarantined, self->queued, self->inflight,
+        st->bad_results, st->unserved, zhashx_size (self->worker_table), draining, quarantined, self->queued, self->inflight,
         self->finished.size, zhashx_size (self->clients_by_key));
 }

@@ -207,8 +207,27 @@ s_retire (broker_server_t *self)
     }
 }
 
-//  End of a batch: commit what it stored, then send what waited for that,
-//  then lease what can be leased.
+//  ACCEPTED to the job's client; false when it could not go.
+static bool
+s_send_accepted (broker_server_t *self, broker_job_t *job)
+{
+    zframe_t *identity = job->client->identity;
+    if (!identity)
+        return false;
+    proto_msg_reset (self->out, PROTO_ACCEPTED);
+    self->out->ref = job->ref;
+    self->out->job = job->id;
+    if (broker_send (self, self->clients, identity, NULL) == 0)
+        return true;
+    broker_bump (&self->stats.undeliverable, self->m.results_undeliverable);
+    if (errno == EHOSTUNREACH)
+        broker_client_unbind (self, job->client);
+    return false;
+}
+
+//  End of a batch: commit what it stored, then send what waited for that
+//  (ACCEPTEDs, 503 notices, results of jobs that waited too long for a
+//  worker, SUMMARYs), then lease what can be leased.
 static void
 s_end_batch (broker_server_t *self)
 {
@@ -245,25 +264,21 @@ s_end_batch (broker_server_t *self)
             common_metric_inc (self->m.jobs_submitted, job->backend->name);
         }
         job->fresh = false;
-        zframe_t *identity = job->client->identity;
-        if (!identity)
-            continue;
-        proto_msg_reset (self->out, PROTO_ACCEPTED);
-        self->out->ref = job->ref;
-        self->out->job = job->id;
-        if (broker_send (self, self->clients, identity, NULL)) {
-            broker_bump (&self->stats.undeliverable, self->m.results_undeliverable);
-            if (errno == EHOSTUNREACH)
-                broker_client_unbind (self, job->client);
-            continue;
-        }
-        if (entry->resend && job->state == JOB_DONE && !job->cancelled)
+        bool told = s_send_accepted (self, job);
+        //  A new job that no registered worker serves is told so (after its
+        //  ACCEPTED) and waits for one a while, not for ever.
+        if (entry->new_job && !job->backend->nworkers
+        &&  (job->state == JOB_QUEUED || job->state == JOB_FOLLOWING))
+            broker_job_unserved (self, job, self->cfg.no_worker_grace_s, told);
+        if (told && entry->resend && job->state == JOB_DONE && !job->cancelled)
             broker_resend_result (self, job, NULL);
     }
     self->ndeferred = 0;
-    broker_send_summaries (self);
-    //  Task statistics reach the disk at most once a second.
     int64_t now = broker_now_us ();
+    broker_unserved_check (self);
+    broker_unserved_expire (self, now);
+    broker_send_summaries (self, now);
+    //  Task statistics reach the disk at most once a second.
     if (self->tasks && now >= self->next_tasks_flush_us) {
         broker_tasks_flush (self->tasks);
         self->next_tasks_flush_us = now + 1000000;
@@ -398,6 +413,7 @@ s_broker_destroy (broker_server_t **self_p)
             zmsg_destroy (&entry);
         zlist_destroy (&self->summaries);
     }
+    zhashx_destroy (&self->settling);
     broker_cache_destroy (&self->cache);
     broker_groups_destroy (&self->groups);
     broker_trajectories_destroy (&self->trajectories);
@@ -479,18 +495,21 @@ s_broker_new (zsock_t *pipe, const broker_config_t *cfg, char *err, size_t errle
     self->orphans = broker_client_new (NULL);
     self->leaders = broker_table_new (broker_key_hash, broker_key_compare);
     self->summaries = zlist_new ();
+    self->settling = zhashx_new ();
     self->cache = broker_cache_new (self->cfg.cache_entries, (size_t) self->cfg.cache_bytes);
     self->groups = broker_groups_new (100000);
     self->trajectories = broker_trajectories_new (100000, 256u << 20);
     self->started_us = broker_now_us ();
     if (!self->in || !self->out || !self->jobs || !self->worker_table || !self->backends
     ||  !self->clients_by_key || !self->clients_by_id || !self->orphans || !self->leaders
-    ||  !self->summaries || !self->cache || !self->groups || !self->trajectories) {
+    ||  !self->summaries || !self->settling || !self->cache || !self->groups
+    ||  !self->trajectories) {
         snprintf (err, errlen, "out of memory");
         s_broker_destroy (&self);
         return NULL;
     }
     zhashx_set_destructor (self->backends, broker_backend_free);
+    zhashx_set_destructor (self->settling, broker_settling_free);
 
     if (self->cfg.db_path) {
         self->store = broker_store_new (self->cfg.db_path, self->cfg.db_full_sync, err, errlen);
@@ -603,6 +622,7 @@ broker_config_default (broker_config_t *cfg)
     cfg->cache_entries = 10000;
     cfg->cache_bytes = 256u << 20;
     cfg->task_window = 100;
+    cfg->no_worker_grace_s = 60;
 }
 
 void
@@ -631,6 +651,9 @@ broker_server_actor (zsock_t *pipe, void *args)
             timeout_ms = (int) ((self->next_heartbeat_us - now + 999) / 1000);
         if (self->watchdog_us && timeout_ms > self->watchdog_us / 1000)
             timeout_ms = (int) (self->watchdog_us / 1000);
+        int64_t settled_us = broker_settling_next (self);     //  a held SUMMARY goes out on time
+        if (settled_us && (settled_us - now + 999) / 1000 < timeout_ms)
+            timeout_ms = settled_us > now? (int) ((settled_us - now + 999) / 1000): 0;
         zsock_t *which = (zsock_t *) zpoller_wait (self->poller, timeout_ms);
         if (!which && zpoller_terminated (self->poller))
             break;

@@ -58,6 +58,8 @@ typedef struct {
     uint32_t cache_entries;         //  result cache entries (default 10000; 0: no cache)
     uint64_t cache_bytes;           //  result cache bytes (default 256 MiB)
     uint32_t task_window;           //  results per task in its statistics (default 100)
+    uint32_t no_worker_grace_s;     //  a job no registered worker serves waits this long for one,
+                                    //  then fails as internal_error (default 60; 0: at once)
 } broker_config_t;
 
 void broker_config_default (broker_config_t *cfg);

@@ -82,6 +82,8 @@ broker_worker_drop (broker_server_t *self, broker_worker_t *worker, const char *
     backend->nworkers = last;
     if (backend->cursor >= backend->nworkers)
         backend->cursor = 0;
+    if (backend->nworkers == 0 && backend->queue.size)
+        backend->recheck = true;        //  its jobs are told at the batch end, after ACCEPTEDs
 
     zhashx_delete (self->worker_table, worker->identity);
     if (held || lost)
@@ -176,6 +178,7 @@ broker_worker_ready (broker_server_t *self, proto_msg_t *msg, int64_t now)
     worker->expires_us = now + (int64_t) self->cfg.heartbeat_ms * self->cfg.liveness * 1000;
     backend->workers [backend->nworkers++] = worker;
     zhashx_insert (self->worker_table, worker->identity, worker);
+    broker_backend_served (self, backend, worker->name);
     log_info ("broker", "worker %s %s: backend %s, device %s, capacity %u, pid %u",
               worker->name, s_state_names [state], backend->name, worker->device,
               worker->capacity, worker->pid);

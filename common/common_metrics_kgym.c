@@ -35,6 +35,9 @@ common_metrics_kgym_broker (common_metrics_t *m, common_metrics_broker_t *f)
         "Leases taken back from lost or departed workers and queued again.", NULL);
     f->jobs_cancelled = common_metrics_counter (m, "kgym_jobs_cancelled_total",
         "Waiting jobs dropped because their client disconnected.", NULL);
+    f->jobs_unserved = common_metrics_counter (m, "kgym_jobs_unserved_total",
+        "Jobs answered internal_error because no worker of their backend joined within "
+        "--no-worker-grace.", "backend");
     f->cache_hits = common_metrics_counter (m, "kgym_cache_hits_total",
         "SUBMITs answered from stored results without grading again.", NULL);
     f->results_dropped = common_metrics_counter (m, "kgym_results_dropped_total",

@@ -30,6 +30,7 @@ typedef struct {
     common_metric_t *jobs_completed;        //  counter {status}: jobs answered, by result status
     common_metric_t *jobs_requeued;         //  counter: leases taken back from lost workers
     common_metric_t *jobs_cancelled;        //  counter: waiting jobs dropped for a client that left
+    common_metric_t *jobs_unserved;         //  counter {backend}: jobs failed: no worker of it joined in time
     common_metric_t *cache_hits;            //  counter: SUBMITs answered from stored results
     common_metric_t *results_dropped;       //  counter: RESULTs for stale or unknown leases
     common_metric_t *results_rejected;      //  counter {worker}: RESULTs that failed the broker's check

@@ -16,6 +16,11 @@
 
 #define WAIT_MS 5000            //  longest any step may take
 
+//  ERROR 503 (no worker serves the job's backend: a notice, the job goes
+//  on) comes whenever a SUBMIT overtakes its worker's READY; s_expect skips
+//  it unless a test about it says otherwise.
+static bool s_notices_expected = false;
+
 //  A running broker and its endpoints.
 typedef struct {
     zactor_t *actor;
@@ -100,6 +105,8 @@ s_expect_either (zsock_t *sock, proto_cmd_t cmd, proto_cmd_t other)
             continue;
         int rc = proto_msg_recv (msg, sock);
         ck_assert_msg (rc == 0, "malformed message from the broker: %s", msg->reason);
+        if (msg->cmd == PROTO_ERROR && msg->code == PROTO_ERR_NO_WORKER && !s_notices_expected)
+            continue;
         if (msg->cmd == cmd || msg->cmd == other)
             break;
         if (msg->cmd == PROTO_HEARTBEAT) {
@@ -1927,6 +1934,200 @@ START_TEST (test_submit_options_survive_a_killed_broker)
 }
 END_TEST
 
+//  --------------------------------------------------------------------------
+//  No silent waits (docs/protocol.md 7.3)
+
+//  Until the broker has n workers registered (they come on the other socket).
+static void
+s_await_workers (zsock_t *client, size_t n)
+{
+    int64_t deadline = zclock_mono () + WAIT_MS;
+    while (true) {
+        json_t *answer = s_query (client, json_pack ("{s:s}", "what", "workers"), 0);
+        size_t have = json_array_size (json_object_get (answer, "workers"));
+        json_decref (answer);
+        if (have == n)
+            return;
+        ck_assert_msg (zclock_mono () < deadline, "%zu workers registered, not %zu", have, n);
+    }
+}
+
+//  The next message must be the 503 notice about (ref, job) and backend.
+static void
+s_expect_notice (zsock_t *client, uint64_t ref, uint64_t job, const char *backend, unsigned grace)
+{
+    proto_msg_t *msg = s_expect (client, PROTO_ERROR);
+    ck_assert_uint_eq (msg->code, 503);
+    ck_assert_uint_eq (msg->ref, ref);
+    ck_assert_uint_eq (msg->job, job);
+    char want [PROTO_MAX_STR];
+    snprintf (want, sizeof want, "no connected worker serves backend '%s'; the job waits up to "
+              "%u s for one", backend, grace);
+    ck_assert_str_eq (msg->reason, want);
+    proto_msg_destroy (&msg);
+}
+
+//  The next RESULT must be the broker's "no worker" failure of ref.
+static void
+s_expect_unserved (zsock_t *client, uint64_t ref, const char *backend, unsigned grace)
+{
+    proto_msg_t *msg = s_expect (client, PROTO_RESULT);
+    ck_assert_uint_eq (msg->ref, ref);
+    ck_assert_str_eq (msg->name, "kgym-broker");
+    ck_assert_str_eq (msg->status, "internal_error");
+    json_t *result = s_decode_body (msg);
+    proto_msg_destroy (&msg);
+    ck_assert_str_eq (json_string_value (json_object_get (result, "status")), "internal_error");
+    ck_assert (json_is_null (json_object_get (result, "reward")));
+    ck_assert (json_is_null (json_object_get (result, "speedup")));
+    char want [PROTO_MAX_STR];
+    snprintf (want, sizeof want, "no worker serves backend '%s' (none joined within %u s)",
+              backend, grace);
+    ck_assert_str_eq (json_string_value (json_object_get (result, "message")), want);
+    common_reward_t defaults;
+    common_reward_from_json (NULL, &defaults, NULL, 0);
+    s_assert_passes_check (result, &defaults);
+    json_decref (result);
+}
+
+START_TEST (test_no_worker_is_said_and_answered)
+{
+    s_notices_expected = true;
+    broker_config_t cfg;
+    broker_config_default (&cfg);
+    cfg.no_worker_grace_s = 0;          //  fail at once
+    s_broker_t broker;
+    s_broker_start_cfg (&broker, &cfg);
+    zsock_t *client = s_dealer (broker.clients);
+    //  No worker at all: ACCEPTED, the notice, then the broker's answer.
+    s_send_submit (client, 1, "cuda", "a job no worker will see");
+    proto_msg_t *msg = s_expect (client, PROTO_ACCEPTED);
+    uint64_t job = msg->job;
+    proto_msg_destroy (&msg);
+    s_expect_notice (client, 1, job, "cuda", 0);
+    s_expect_unserved (client, 1, "cuda", 0);
+    ck_assert_int_eq (s_stat (&broker, "unserved"), 1);
+    ck_assert_int_eq (s_stat (&broker, "queued"), 0);
+
+    //  The last worker of a backend leaves while jobs of it wait (the one
+    //  it held among them): each is told, then answered.
+    zsock_t *worker = s_dealer (broker.workers);
+    s_send_ready (worker, "cpu", 1, "only");
+    s_await_workers (client, 1);
+    uint64_t held = s_submit_job (client, 2, s_job_frame ("relu", "held", 1, NULL), "", "", 0, "");
+    msg = s_expect (worker, PROTO_JOB);
+    ck_assert_uint_eq (msg->job, held);
+    proto_msg_destroy (&msg);
+    uint64_t waiting = s_submit_job (client, 3, s_job_frame ("relu", "waits", 1, NULL), "", "", 0,
+                                     "");
+    s_send_cmd (worker, PROTO_DISCONNECT);
+    s_expect_notice (client, 2, held, "cpu", 0);
+    s_expect_notice (client, 3, waiting, "cpu", 0);
+    s_expect_unserved (client, 2, "cpu", 0);
+    s_expect_unserved (client, 3, "cpu", 0);
+    ck_assert_int_eq (s_stat (&broker, "unserved"), 3);
+    ck_assert_int_eq (s_stat (&broker, "failed"), 3);
+    zsock_destroy (&worker);
+    zsock_destroy (&client);
+    s_broker_stop (&broker);
+}
+END_TEST
+
+START_TEST (test_a_worker_that_joins_in_time_takes_the_job)
+{
+    s_notices_expected = true;
+    s_broker_t broker;
+    s_broker_start (&broker, 1000, 3, 100);     //  the default grace: 60 s
+    zsock_t *client = s_dealer (broker.clients);
+    uint64_t first = s_submit_job (client, 1, s_job_frame ("relu", "a", 1, NULL), "", "", 0, "");
+    s_expect_notice (client, 1, first, "cpu", 60);
+    zsock_t *worker = s_dealer (broker.workers);
+    s_send_ready (worker, "cpu", 1, "late");
+    proto_msg_t *job = s_expect (worker, PROTO_JOB);
+    ck_assert_uint_eq (job->job, first);
+    //  Another waits behind it, for a worker that is there: no notice.
+    s_submit_job (client, 2, s_job_frame ("relu", "b", 1, NULL), "", "", 0, "");
+    //  The worker starts over (READY again: no moment without a worker the
+    //  clients are told of); both jobs run, nothing else is said.
+    s_send_ready (worker, "cpu", 1, "late");
+    proto_msg_destroy (&job);
+    for (uint64_t ref = 1; ref <= 2; ref++) {
+        job = s_expect (worker, PROTO_JOB);
+        s_send_graded (worker, job, "ok", 1.0, 1.0);
+        proto_msg_destroy (&job);
+        uint64_t got;
+        json_t *result = s_next_result (client, &got, NULL);
+        ck_assert_uint_eq (got, ref);
+        ck_assert_str_eq (json_string_value (json_object_get (result, "status")), "ok");
+        json_decref (result);
+    }
+    ck_assert_int_eq (s_stat (&broker, "unserved"), 0);
+    zsock_destroy (&worker);
+    zsock_destroy (&client);
+    s_broker_stop (&broker);
+}
+END_TEST
+
+//  A group without a size whose jobs are answered from the cache: each one
+//  is finished at its SUBMIT, so between two SUBMITs the group looked
+//  complete and was summarised one job at a time (issue #16).
+START_TEST (test_group_summaries_count_jobs_answered_from_the_cache)
+{
+    s_broker_t broker;
+    s_broker_start (&broker, 1500, 3, 100);
+    zsock_t *client = s_dealer (broker.clients);
+    zsock_t *worker = s_dealer (broker.workers);
+    s_send_ready (worker, "cpu", 1, "w");
+    //  Graded once: in the cache from now on.
+    s_submit_job (client, 1, s_job_frame ("relu", "known", 1, NULL), "", "", 0, "");
+    proto_msg_t *job = s_expect (worker, PROTO_JOB);
+    s_send_graded (worker, job, "ok", 1.0, 1.0);
+    proto_msg_destroy (&job);
+    uint64_t ref;
+    json_decref (s_next_result (client, &ref, NULL));
+
+    //  Group g: a cache hit, then a job that is graded. No summary comes
+    //  between them (s_expect fails on one); the one after counts both.
+    s_submit_job (client, 2, s_job_frame ("relu", "known", 2, NULL), "", "g", 0, "");
+    json_t *result = s_next_result (client, &ref, NULL);
+    ck_assert (json_is_true (json_object_get (result, "cached")));
+    json_decref (result);
+    s_submit_job (client, 3, s_job_frame ("relu", "new", 1, NULL), "", "g", 0, "");
+    job = s_expect (worker, PROTO_JOB);
+    s_send_graded (worker, job, "incorrect", -0.5, NAN);
+    proto_msg_destroy (&job);
+    json_decref (s_next_result (client, &ref, NULL));
+    ck_assert_uint_eq (ref, 3);
+    proto_msg_t *msg = s_expect (client, PROTO_SUMMARY);
+    ck_assert_str_eq (msg->group, "g");
+    json_t *summary = s_decode_body (msg);
+    proto_msg_destroy (&msg);
+    ck_assert_int_eq (s_path_int (summary, "count", NULL), 2);
+    ck_assert_int_eq (s_path_int (summary, "rewards", NULL), 2);
+    ck_assert (json_is_false (json_object_get (summary, "zero_variance")));
+    json_decref (summary);
+
+    //  Group h: two cache hits. One summary, of both, a heartbeat later.
+    for (uint64_t i = 4; i <= 5; i++) {
+        s_submit_job (client, i, s_job_frame ("relu", "known", (int) i, NULL), "", "h", 0, "");
+        json_decref (s_next_result (client, &ref, NULL));
+        ck_assert_uint_eq (ref, i);
+    }
+    msg = s_expect (client, PROTO_SUMMARY);
+    ck_assert_str_eq (msg->group, "h");
+    summary = s_decode_body (msg);
+    proto_msg_destroy (&msg);
+    ck_assert_int_eq (s_path_int (summary, "count", NULL), 2);
+    ck_assert_int_eq (json_array_size (json_object_get (summary, "jobs")), 2);
+    json_decref (summary);
+    //  ... and only one: the next message is the answer to this query.
+    json_decref (s_query (client, json_pack ("{s:s}", "what", "stats"), 0));
+    zsock_destroy (&worker);
+    zsock_destroy (&client);
+    s_broker_stop (&broker);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -1955,6 +2156,9 @@ s_suite (void)
     tcase_add_test (tc, test_results_are_checked_not_believed);
     tcase_add_test (tc, test_timeouts_are_never_cached);
     tcase_add_test (tc, test_submit_options_survive_a_killed_broker);
+    tcase_add_test (tc, test_no_worker_is_said_and_answered);
+    tcase_add_test (tc, test_a_worker_that_joins_in_time_takes_the_job);
+    tcase_add_test (tc, test_group_summaries_count_jobs_answered_from_the_cache);
     suite_add_tcase (suite, tc);
     return suite;
 }
