@@ -373,6 +373,18 @@ broker_client_submit (broker_server_t *self, proto_msg_t *msg)
                hit? " from the cache": leader? ", following an identical job": "");
 }
 
+//  DONE {ref, count, pending} to the sender of a request.
+static void
+s_send_done (broker_server_t *self, proto_msg_t *msg, uint32_t count, uint32_t pending)
+{
+    proto_msg_reset (self->out, PROTO_DONE);
+    self->out->ref = msg->ref;
+    self->out->count = count;
+    self->out->pending = pending;
+    if (broker_send (self, self->clients, msg->routing_id, NULL))
+        broker_bump (&self->stats.undeliverable, self->m.results_undeliverable);
+}
+
 //  FETCH: the kept results of a client's jobs (one job, a tag, or all), then DONE.
 void
 broker_client_fetch (broker_server_t *self, proto_msg_t *msg)
@@ -408,12 +420,7 @@ broker_client_fetch (broker_server_t *self, proto_msg_t *msg)
                     pending++;
         }
     }
-    proto_msg_reset (self->out, PROTO_DONE);
-    self->out->ref = msg->ref;
-    self->out->count = count;
-    self->out->pending = pending;
-    if (broker_send (self, self->clients, msg->routing_id, NULL))
-        broker_bump (&self->stats.undeliverable, self->m.results_undeliverable);
+    s_send_done (self, msg, count, pending);
 }
 
 //  DRAIN from a client: the named workers finish what they hold and leave.
@@ -443,11 +450,7 @@ broker_client_drain (broker_server_t *self, proto_msg_t *msg)
         broker_send_error (self, self->clients, msg->routing_id, PROTO_ERR_NOT_FOUND, why, msg->ref, 0);
         return;
     }
-    proto_msg_reset (self->out, PROTO_DONE);
-    self->out->ref = msg->ref;
-    self->out->count = count;
-    if (broker_send (self, self->clients, msg->routing_id, NULL))
-        broker_bump (&self->stats.undeliverable, self->m.results_undeliverable);
+    s_send_done (self, msg, count, 0);
 }
 
 //  CANCEL: the client gives up one of its jobs; DONE says whether it did.
@@ -471,11 +474,7 @@ broker_client_cancel (broker_server_t *self, proto_msg_t *msg)
         count = 1;
         log_debug ("broker", "job %" PRIu64 " (ref %" PRIu64 ") cancelled", job->id, job->ref);
     }
-    proto_msg_reset (self->out, PROTO_DONE);
-    self->out->ref = msg->ref;
-    self->out->count = count;
-    if (broker_send (self, self->clients, msg->routing_id, NULL))
-        broker_bump (&self->stats.undeliverable, self->m.results_undeliverable);
+    s_send_done (self, msg, count, 0);
 }
 
 //  DISCONNECT from a client: its waiting jobs are dropped (running ones
