@@ -531,10 +531,12 @@ broker_cache_mark (const void *result, size_t size, bool coalesced, json_t *tag,
 bool
 broker_cache_status_cacheable (const char *status)
 {
-    //  docs/results.md's statuses: each one the kernel's or the caller's
-    //  verdict, which grading again would repeat. internal_error is left out.
+    //  docs/results.md's statuses that are the kernel's or the caller's
+    //  verdict alone, which grading again would repeat. Left out:
+    //  internal_error (kgym's fault) and timeout, which a busy moment on the
+    //  worker can cause: one must not stand for the rest of the run.
     static const char *const cacheable [] = {
-        "ok", "compile_error", "incorrect", "runtime_error", "timeout", "invalid", NULL
+        "ok", "compile_error", "incorrect", "runtime_error", "invalid", NULL
     };
     if (!status)
         return false;

@@ -125,7 +125,9 @@ zframe_t *broker_cache_mark (const void *result, size_t size, bool coalesced, js
 
 //  Whether a result with this status may be cached: every status of
 //  docs/results.md except "internal_error" (an infrastructure fault must be
-//  retried, not remembered). Unknown, NULL or "" statuses: false.
+//  retried, not remembered) and "timeout" (load on the worker can cause
+//  it: one busy moment must not answer for the task the rest of the run).
+//  Unknown, NULL or "" statuses: false.
 bool broker_cache_status_cacheable (const char *status);
 
 #endif

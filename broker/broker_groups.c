@@ -127,9 +127,10 @@ s_touch (broker_groups_t *self, s_group_t *group)
     return group->handle? 0: -1;
 }
 
-//  The group of (owner, name), made when absent; NULL when out of memory.
+//  The group of (owner, name), made when absent (and create); NULL when
+//  out of memory, or absent and not made.
 static s_group_t *
-s_lookup (broker_groups_t *self, const char *owner, const char *group_name)
+s_lookup (broker_groups_t *self, const char *owner, const char *group_name, bool create)
 {
     char name [BROKER_GROUPS_NAME_MAX + 1];
     s_clean_name (group_name, name);
@@ -137,7 +138,7 @@ s_lookup (broker_groups_t *self, const char *owner, const char *group_name)
     if (!key)
         return NULL;
     s_group_t *group = (s_group_t *) zhashx_lookup (self->groups, key);
-    if (group) {
+    if (group || !create) {
         free (key);
         return group;
     }
@@ -211,7 +212,7 @@ int
 broker_groups_add (broker_groups_t *self, const char *owner, const char *group_name,
                    uint32_t size)
 {
-    s_group_t *group = s_lookup (self, owner, group_name);
+    s_group_t *group = s_lookup (self, owner, group_name, true);
     if (!group)
         return -1;
     group->added++;
@@ -303,7 +304,7 @@ json_t *
 broker_groups_finish (broker_groups_t *self, const char *owner, const char *group_name,
                       uint64_t job, const char *status, double reward, bool counted)
 {
-    s_group_t *group = s_lookup (self, owner, group_name);
+    s_group_t *group = s_lookup (self, owner, group_name, true);
     if (!group)
         return NULL;
     //  An end nobody announced (restart, dropped group): that job was accepted.
@@ -321,6 +322,15 @@ broker_groups_finish (broker_groups_t *self, const char *owner, const char *grou
     else
         s_touch (self, group);
     return summary;
+}
+
+json_t *
+broker_groups_summary (broker_groups_t *self, const char *owner, const char *group_name)
+{
+    s_group_t *group = s_lookup (self, owner, group_name, false);
+    if (!group || group->declared || group->ended != group->added)
+        return NULL;
+    return s_summary (group);
 }
 
 size_t

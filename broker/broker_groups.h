@@ -32,8 +32,9 @@
     that will be wrong or missing. Group names are cut to 255 bytes (at a
     UTF-8 boundary; invalid bytes become '?').
 
-    One thread owns an instance (the broker's actor). Memory only: after a
-    restart, groups start again from the jobs that end.
+    One thread owns an instance (the broker's actor). Memory only: a broker
+    restarted on its database rebuilds its groups from the stored jobs
+    (each added, the finished ones ended in the order they finished).
 */
 #ifndef BROKER_GROUPS_H
 #define BROKER_GROUPS_H
@@ -65,6 +66,13 @@ int broker_groups_add (broker_groups_t *self, const char *owner, const char *gro
 //  else NULL (also when out of memory).
 json_t *broker_groups_finish (broker_groups_t *self, const char *owner, const char *group,
                               uint64_t job, const char *status, double reward, bool counted);
+
+//  The summary (a new object, the caller's) of an undeclared group none of
+//  whose jobs is unfinished, as broker_groups_finish gave it when its last
+//  job ended; NULL when the group is unknown, declared, waits for jobs, or
+//  memory runs out. For a caller that holds a summary back (the broker,
+//  when jobs are answered at once) and sends the newest one later.
+json_t *broker_groups_summary (broker_groups_t *self, const char *owner, const char *group);
 
 //  Groups held.
 size_t broker_groups_size (broker_groups_t *self);

@@ -3,7 +3,7 @@
     kgym-broker [--clients EP] [--workers EP] [--heartbeat MS] [--liveness N]
                 [--max-queue N] [--max-client-jobs N] [--max-attempts N]
                 [--db PATH [--sync normal|full]] [--keep-results N] [--keep-seconds S]
-                [--cache-entries N] [--cache-mb N] [--task-window N]
+                [--cache-entries N] [--cache-mb N] [--task-window N] [--no-worker-grace S]
                 [--curve-secret FILE --trainer-keys DIR --worker-keys DIR]
                 [--metrics HOST:PORT] [--log-format text|json|journal] [-v|--verbose]
     Stops cleanly on SIGINT/SIGTERM (CZMQ's handler interrupts the actor's
@@ -41,6 +41,8 @@ s_usage (FILE *out)
         "  --cache-mb N         ... within this many MiB (default 256)\n"
         "  --task-window N      results per task in its statistics (default 100)\n"
         "  --keep-seconds S     ... for at most S seconds (default 3600)\n"
+        "  --no-worker-grace S  a job no connected worker serves waits S seconds for one, then\n"
+        "                       fails as internal_error (default 60; 0: at once)\n"
         "  --curve-secret FILE  the broker's secret certificate (kgym keygen): CURVE on both sockets\n"
         "  --trainer-keys DIR   public certificates of the clients allowed in (with --curve-secret)\n"
         "  --worker-keys DIR    public certificates of the workers allowed in (with --curve-secret)\n"
@@ -84,6 +86,7 @@ main (int argc, char **argv)
         { "cache-mb", required_argument, NULL, 'M' },
         { "task-window", required_argument, NULL, 'T' },
         { "keep-seconds", required_argument, NULL, 'K' },
+        { "no-worker-grace", required_argument, NULL, 'G' },
         { "curve-secret", required_argument, NULL, 's' },
         { "trainer-keys", required_argument, NULL, 't' },
         { "worker-keys", required_argument, NULL, 'W' },
@@ -126,6 +129,13 @@ main (int argc, char **argv)
                 }
                 break;
             case 'K': if (s_parse_u32 ("--keep-seconds", optarg, &cfg.keep_s)) return 2; break;
+            case 'G':
+                if (streq (optarg, "0"))
+                    cfg.no_worker_grace_s = 0;      //  fail at once
+                else
+                if (s_parse_u32 ("--no-worker-grace", optarg, &cfg.no_worker_grace_s))
+                    return 2;
+                break;
             case 'd': cfg.db_path = optarg; break;
             case 'S':
                 if (!streq (optarg, "normal") && !streq (optarg, "full")) {

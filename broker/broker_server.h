@@ -9,7 +9,8 @@
     worker's leases go back to the queue; a job that loses max_attempts
     workers fails as internal_error. Finished results are kept (time and
     count bounded) so a reconnecting client gets them again (FETCH, or a
-    resubmit of the same (client, ref)). Bodies are never decoded here.
+    resubmit of the same (client, ref)). Bodies are forwarded untouched;
+    each worker's result is checked (broker_verdict) before it is believed.
 
     Runs as a CZMQ actor: zactor_new (broker_server_actor, &config); the
     config (and its strings) need only live until zactor_new returns.
@@ -57,6 +58,8 @@ typedef struct {
     uint32_t cache_entries;         //  result cache entries (default 10000; 0: no cache)
     uint64_t cache_bytes;           //  result cache bytes (default 256 MiB)
     uint32_t task_window;           //  results per task in its statistics (default 100)
+    uint32_t no_worker_grace_s;     //  a job no registered worker serves waits this long for one,
+                                    //  then fails as internal_error (default 60; 0: at once)
 } broker_config_t;
 
 void broker_config_default (broker_config_t *cfg);

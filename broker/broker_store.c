@@ -3,7 +3,9 @@
     One table, prepared statements, one open transaction at a time: the
     first write of a poll wakeup begins it and broker_store_commit ends it.
     Schema version in PRAGMA user_version; a file from a newer kgym is
-    refused rather than misread.
+    refused rather than misread, one from an older kgym is brought up to
+    date in place (version 1 lacked the SUBMIT options and the verdict:
+    its unfinished rows load with the refresh policy they ran with then).
 */
 #include "broker_store.h"
 #include "common_log.h"
@@ -11,8 +13,11 @@
 #include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
+#define S_TEXT(x) S_TEXT_ (x)
+#define S_TEXT_(x) #x
 #define STORE_BUSY_MS 500           //  wait for a lock at open before calling it taken
 
 //  Statements, prepared once.
@@ -26,10 +31,12 @@ static const char *s_sql [S_NSTATEMENTS] = {
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
     [S_INSERT] = "INSERT INTO jobs (id, client, ref, tag, backend, body, state, attempts, lost,"
-                 " accepted_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, 0, 0, ?7)",
+                 " accepted_us, cache, grp, group_size, trajectory)"
+                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, 0, 0, ?7, ?8, ?9, ?10, ?11)",
     [S_REQUEUE] = "UPDATE jobs SET attempts = ?2, lost = ?3 WHERE id = ?1",
     [S_FINISH] = "UPDATE jobs SET state = 2, attempts = ?2, lost = ?3, result = ?4, worker = ?5,"
-                 " queue_s = ?6, finished_us = ?7, body = x'' WHERE id = ?1",
+                 " queue_s = ?6, finished_us = ?7, status = ?8, reward = ?9, speedup = ?10,"
+                 " body = x'' WHERE id = ?1",
     [S_DELETE] = "DELETE FROM jobs WHERE id = ?1",
     [S_RESULT] = "SELECT result FROM jobs WHERE id = ?1 AND state = 2",
 };
@@ -152,9 +159,24 @@ broker_store_new (const char *path, bool full_sync, char *err, size_t errlen)
             " finished_us INTEGER,"             //  done: when
             " queue_s REAL,"                    //  done: ACCEPTED to first dispatch
             " worker TEXT,"                     //  done: who graded it
-            " result BLOB);"                    //  done: the result
-            "PRAGMA user_version = 1;"
-            "COMMIT", err, errlen)) {
+            " result BLOB,"                     //  done: the result
+            " cache TEXT NOT NULL DEFAULT 'use',"       //  SUBMIT's cache policy
+            " grp TEXT NOT NULL DEFAULT '',"            //  SUBMIT's group
+            " group_size INTEGER NOT NULL DEFAULT 0,"   //  SUBMIT's group_size
+            " trajectory TEXT NOT NULL DEFAULT '',"     //  SUBMIT's trajectory
+            " status TEXT NOT NULL DEFAULT '',"         //  done: the result's status
+            " reward REAL,"                     //  done: its reward (NULL: null)
+            " speedup REAL)", err, errlen)
+    ||  (version == 1 && s_exec (self,
+            //  Rows of version 1 ran with the refresh policy after a restart.
+            "ALTER TABLE jobs ADD COLUMN cache TEXT NOT NULL DEFAULT 'refresh';"
+            "ALTER TABLE jobs ADD COLUMN grp TEXT NOT NULL DEFAULT '';"
+            "ALTER TABLE jobs ADD COLUMN group_size INTEGER NOT NULL DEFAULT 0;"
+            "ALTER TABLE jobs ADD COLUMN trajectory TEXT NOT NULL DEFAULT '';"
+            "ALTER TABLE jobs ADD COLUMN status TEXT NOT NULL DEFAULT '';"
+            "ALTER TABLE jobs ADD COLUMN reward REAL;"
+            "ALTER TABLE jobs ADD COLUMN speedup REAL", err, errlen))
+    ||  s_exec (self, "PRAGMA user_version = " S_TEXT (STORE_SCHEMA_VERSION) "; COMMIT", err, errlen)) {
         broker_store_destroy (&self);
         return NULL;
     }
@@ -192,6 +214,24 @@ s_text (sqlite3_stmt *stmt, int col)
     return text? text: "";
 }
 
+//  A REAL column; NULL (and anything not a number) is NAN.
+static double
+s_real_or_nan (sqlite3_stmt *stmt, int col)
+{
+    int type = sqlite3_column_type (stmt, col);
+    return type == SQLITE_FLOAT || type == SQLITE_INTEGER? sqlite3_column_double (stmt, col): NAN;
+}
+
+//  Bind a double, NAN as NULL.
+static void
+s_bind_real (sqlite3_stmt *stmt, int col, double value)
+{
+    if (isnan (value))
+        sqlite3_bind_null (stmt, col);
+    else
+        sqlite3_bind_double (stmt, col, value);
+}
+
 int
 broker_store_load (broker_store_t *self, int64_t keep_after_us, size_t keep_results,
                    int (*fn) (const broker_store_row_t *row, void *arg), void *arg)
@@ -216,7 +256,8 @@ broker_store_load (broker_store_t *self, int64_t keep_after_us, size_t keep_resu
     }
     rc = sqlite3_prepare_v2 (self->db,
         "SELECT id, client, ref, tag, backend, body, state, attempts, lost, accepted_us,"
-        " finished_us, queue_s, worker FROM jobs ORDER BY id", -1, &stmt, NULL);
+        " finished_us, queue_s, worker, cache, grp, group_size, trajectory, status, reward,"
+        " speedup FROM jobs ORDER BY id", -1, &stmt, NULL);
     if (rc != SQLITE_OK) {
         log_error ("broker", "store %s: load: %s", self->path, sqlite3_errmsg (self->db));
         return -1;
@@ -239,6 +280,14 @@ broker_store_load (broker_store_t *self, int64_t keep_after_us, size_t keep_resu
         row.finished_us = sqlite3_column_int64 (stmt, 10);
         row.queue_s = sqlite3_column_double (stmt, 11);
         row.worker = s_text (stmt, 12);
+        row.cache = s_text (stmt, 13);
+        row.group = s_text (stmt, 14);
+        int64_t size = sqlite3_column_int64 (stmt, 15);
+        row.group_size = size > 0 && size <= UINT32_MAX? (uint32_t) size: 0;
+        row.trajectory = s_text (stmt, 16);
+        row.status = s_text (stmt, 17);
+        row.reward = s_real_or_nan (stmt, 18);
+        row.speedup = s_real_or_nan (stmt, 19);
         if (fn (&row, arg)) {
             result = -1;
             break;
@@ -272,6 +321,10 @@ broker_store_insert (broker_store_t *self, const broker_store_row_t *row)
     sqlite3_bind_text (stmt, 5, row->backend, -1, SQLITE_STATIC);
     sqlite3_bind_blob64 (stmt, 6, row->body? row->body: "", row->body_size, SQLITE_STATIC);
     sqlite3_bind_int64 (stmt, 7, row->accepted_us);
+    sqlite3_bind_text (stmt, 8, row->cache? row->cache: "use", -1, SQLITE_STATIC);
+    sqlite3_bind_text (stmt, 9, row->group? row->group: "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64 (stmt, 10, row->group_size);
+    sqlite3_bind_text (stmt, 11, row->trajectory? row->trajectory: "", -1, SQLITE_STATIC);
     return s_step_done (self, stmt, "insert");
 }
 
@@ -290,7 +343,7 @@ broker_store_requeue (broker_store_t *self, uint64_t id, uint32_t attempts, uint
 int
 broker_store_finish (broker_store_t *self, uint64_t id, uint32_t attempts, uint32_t lost,
                      const void *result, size_t size, const char *worker, double queue_s,
-                     int64_t finished_us)
+                     int64_t finished_us, const char *status, double reward, double speedup)
 {
     if (s_begin (self))
         return -1;
@@ -302,6 +355,9 @@ broker_store_finish (broker_store_t *self, uint64_t id, uint32_t attempts, uint3
     sqlite3_bind_text (stmt, 5, worker? worker: "", -1, SQLITE_STATIC);
     sqlite3_bind_double (stmt, 6, queue_s);
     sqlite3_bind_int64 (stmt, 7, finished_us);
+    sqlite3_bind_text (stmt, 8, status? status: "", -1, SQLITE_STATIC);
+    s_bind_real (stmt, 9, reward);
+    s_bind_real (stmt, 10, speedup);
     return s_step_done (self, stmt, "finish");
 }
 

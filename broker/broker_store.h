@@ -1,9 +1,10 @@
 /*  broker_store - the broker's durable job table: one SQLite file in WAL mode.
 
-    Every accepted job is a row (id, client, ref, tag, backend, body, state,
+    Every accepted job is a row (id, client, ref, backend, body, the SUBMIT
+    options: tag, cache policy, group, group size, trajectory; state,
     attempts, lost, times) written before the broker says ACCEPTED; a
-    finished job keeps its result (and loses its body) until the broker's
-    retention retires it. A broker that restarts on the same file reloads
+    finished job keeps its result and its verdict (status, reward, speedup)
+    and loses its body, until the broker's retention retires it. A broker that restarts on the same file reloads
     every row: unfinished jobs are queued again, finished ones answer FETCH
     and resubmits. See docs/reliability.md for what survives what.
 
@@ -44,6 +45,12 @@ typedef struct {
     int64_t finished_us;        //  done rows: when the result came
     double queue_s;             //  done rows: seconds from ACCEPTED to first dispatch
     const char *worker;         //  done rows: who graded it
+    const char *cache;          //  cache policy: "use", "refresh" or "bypass"
+    const char *group;          //  header group ("" = none)
+    uint32_t group_size;        //  header group_size (0 = not said)
+    const char *trajectory;     //  header trajectory ("" = none)
+    const char *status;         //  done rows: the result's status ("" = not known)
+    double reward, speedup;     //  done rows: the result's (NAN = null)
 } broker_store_row_t;
 
 //  Open (creating when absent) the store at path. full_sync: fsync every
@@ -63,18 +70,22 @@ int broker_store_load (broker_store_t *self, int64_t keep_after_us, size_t keep_
 //  The highest job id ever stored (0 when empty).
 uint64_t broker_store_last_id (broker_store_t *self);
 
-//  A new unfinished row (id, client, ref, tag, backend, body, accepted_us).
+//  A new unfinished row (id, client, ref, tag, backend, body, accepted_us,
+//  cache, group, group_size, trajectory; NULL strings are "", a NULL cache
+//  "use").
 int broker_store_insert (broker_store_t *self, const broker_store_row_t *row);
 
 //  A lease ended without a result: the row's new counts.
 int broker_store_requeue (broker_store_t *self, uint64_t id, uint32_t attempts, uint32_t lost);
 
-//  The job finished: its result replaces its body.
+//  The job finished: its result replaces its body; status, reward and
+//  speedup are its verdict (NAN: null). A job cancelled before it ran is
+//  finished with no result (NULL) and the broker's own status for that.
 int broker_store_finish (broker_store_t *self, uint64_t id, uint32_t attempts, uint32_t lost,
                          const void *result, size_t size, const char *worker, double queue_s,
-                         int64_t finished_us);
+                         int64_t finished_us, const char *status, double reward, double speedup);
 
-//  Forget a row (retired result, cancelled job).
+//  Forget a row (retired result, a job whose client left).
 int broker_store_delete (broker_store_t *self, uint64_t id);
 
 //  A finished row's result as a new frame, or NULL.

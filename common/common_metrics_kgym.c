@@ -35,10 +35,16 @@ common_metrics_kgym_broker (common_metrics_t *m, common_metrics_broker_t *f)
         "Leases taken back from lost or departed workers and queued again.", NULL);
     f->jobs_cancelled = common_metrics_counter (m, "kgym_jobs_cancelled_total",
         "Waiting jobs dropped because their client disconnected.", NULL);
+    f->jobs_unserved = common_metrics_counter (m, "kgym_jobs_unserved_total",
+        "Jobs answered internal_error because no worker of their backend joined within "
+        "--no-worker-grace.", "backend");
     f->cache_hits = common_metrics_counter (m, "kgym_cache_hits_total",
         "SUBMITs answered from stored results without grading again.", NULL);
     f->results_dropped = common_metrics_counter (m, "kgym_results_dropped_total",
         "RESULTs dropped: unknown job, stale attempt or lease held elsewhere.", NULL);
+    f->results_rejected = common_metrics_counter (m, "kgym_results_rejected_total",
+        "RESULTs that failed the broker's check (answered internal_error instead), by worker.",
+        "worker");
     f->results_undeliverable = common_metrics_counter (m, "kgym_results_undeliverable_total",
         "RESULTs that could not be sent because the client was gone.", NULL);
     f->messages_malformed = common_metrics_counter (m, "kgym_messages_malformed_total",

@@ -11,8 +11,9 @@
         common_metric_observe (m.queue_wait, 0.8, "cuda");  //  {backend}
 
     Label values are small closed sets (backend, status, state, phase, kind)
-    or identify hardware (gpu, UUID, as dcgm-exporter names them); never a
-    job id, client, task name or hash.
+    or identify hardware (gpu, UUID, as dcgm-exporter names them; worker, a
+    worker's name, bounded like every family); never a job id, client, task
+    name or hash.
 */
 #ifndef COMMON_METRICS_KGYM_H
 #define COMMON_METRICS_KGYM_H
@@ -29,8 +30,10 @@ typedef struct {
     common_metric_t *jobs_completed;        //  counter {status}: jobs answered, by result status
     common_metric_t *jobs_requeued;         //  counter: leases taken back from lost workers
     common_metric_t *jobs_cancelled;        //  counter: waiting jobs dropped for a client that left
+    common_metric_t *jobs_unserved;         //  counter {backend}: jobs failed: no worker of it joined in time
     common_metric_t *cache_hits;            //  counter: SUBMITs answered from stored results
     common_metric_t *results_dropped;       //  counter: RESULTs for stale or unknown leases
+    common_metric_t *results_rejected;      //  counter {worker}: RESULTs that failed the broker's check
     common_metric_t *results_undeliverable; //  counter: RESULTs whose client was gone
     common_metric_t *messages_malformed;    //  counter: malformed messages received
     common_metric_t *workers;               //  gauge {backend, state}: registered workers

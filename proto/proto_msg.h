@@ -79,6 +79,7 @@ typedef enum {
     PROTO_ERR_CONFLICT = 409,       //  QUERY trajectory put: another writer came first
     PROTO_ERR_OVERLOADED = 429,     //  queue or client limit reached
     PROTO_ERR_UNKNOWN_PEER = 440,   //  worker not registered: send READY again
+    PROTO_ERR_NO_WORKER = 503,      //  a notice, not a refusal: no worker serves the job's backend yet
     PROTO_ERR_INTERNAL = 500
 } proto_err_t;
 

@@ -8,7 +8,7 @@
 #include "common_util.h"
 #include "worker_eval.h"
 #include "worker_registry.h"
-#include "worker_reward.h"
+#include "common_reward.h"
 #include "worker_feedback.h"
 #include "worker_cache.h"
 #include "common_log.h"
@@ -289,7 +289,7 @@ s_result (worker_eval_t *self, worker_job_t *wjob)
     common_reward_t defaults;
     common_reward_from_json (NULL, &defaults, NULL, 0);
     const common_reward_t *params = wjob->job? &wjob->job->reward: &defaults;
-    bool rewarded = worker_reward (params, out->status, out->speedup, &reward);
+    bool rewarded = common_reward_for (params, status, out->speedup, &reward);
     s_set_number_or_null (result, "reward", rewarded, reward);
     s_set_number_or_null (result, "speedup", out->status == STATUS_OK && out->speedup > 0,
                           out->speedup);

@@ -9,7 +9,7 @@
     the speedup with its confidence interval; and what a failed run means
     for the verdict (who is to blame: the candidate's crash or hang is its
     own, never `internal_error`). A backend supplies runs and buffers; this
-    file decides. The reward (worker_reward) and the feedback text
+    file decides. The reward (common_reward) and the feedback text
     (worker_feedback) are the two other parts of the core.
 */
 #ifndef WORKER_GRADE_H

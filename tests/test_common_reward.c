@@ -1,6 +1,6 @@
-/*  test_worker_reward - the gated reward: gate, shape, clip, no reward for our faults.  */
+/*  test_common_reward - the gated reward: gate, shape, clip, no reward for our faults.  */
 #include "testutil.h"
-#include "worker_reward.h"
+#include "common_reward.h"
 #include <math.h>
 
 static common_reward_t
@@ -16,17 +16,20 @@ START_TEST (test_defaults_gate_every_status)
 {
     common_reward_t params = s_defaults ();
     double r;
-    ck_assert (worker_reward (&params, STATUS_COMPILE_ERROR, 0, &r));
+    ck_assert (common_reward_for (&params, "compile_error", 0, &r));
     ck_assert_double_eq (r, -1.0);
-    ck_assert (worker_reward (&params, STATUS_INCORRECT, 0, &r));
+    ck_assert (common_reward_for (&params, "incorrect", 0, &r));
     ck_assert_double_eq (r, -0.5);
-    ck_assert (worker_reward (&params, STATUS_RUNTIME_ERROR, 0, &r));
+    ck_assert (common_reward_for (&params, "runtime_error", 0, &r));
     ck_assert_double_eq (r, -0.5);
-    ck_assert (worker_reward (&params, STATUS_TIMEOUT, 0, &r));
+    ck_assert (common_reward_for (&params, "timeout", 0, &r));
     ck_assert_double_eq (r, -0.5);
-    ck_assert_msg (!worker_reward (&params, STATUS_INVALID, 3.0, &r), "invalid must carry no reward");
-    ck_assert_msg (!worker_reward (&params, STATUS_INTERNAL_ERROR, 3.0, &r),
+    ck_assert_msg (!common_reward_for (&params, "invalid", 3.0, &r), "invalid must carry no reward");
+    ck_assert_msg (!common_reward_for (&params, "internal_error", 3.0, &r),
                    "internal_error must carry no reward");
+    ck_assert_msg (!common_reward_for (&params, "unknown", 3.0, &r) && r == 0,
+                   "a name outside the statuses carries no reward");
+    ck_assert (!common_reward_for (&params, NULL, 3.0, &r));
 }
 END_TEST
 
@@ -34,15 +37,15 @@ START_TEST (test_correct_is_clipped_speedup)
 {
     common_reward_t params = s_defaults ();
     double r;
-    ck_assert (worker_reward (&params, STATUS_OK, 1.5, &r));
+    ck_assert (common_reward_for (&params, "ok", 1.5, &r));
     ck_assert_double_eq_tol (r, 1.5, 1e-12);
-    ck_assert (worker_reward (&params, STATUS_OK, 7.0, &r));
+    ck_assert (common_reward_for (&params, "ok", 7.0, &r));
     ck_assert_double_eq_tol (r, 2.0, 1e-12);
     //  Even a very slow correct kernel outscores every failure.
-    ck_assert (worker_reward (&params, STATUS_OK, 1e-6, &r));
+    ck_assert (common_reward_for (&params, "ok", 1e-6, &r));
     ck_assert (r > 0);
     //  Untimed (check-only) counts as par.
-    ck_assert (worker_reward (&params, STATUS_OK, 0, &r));
+    ck_assert (common_reward_for (&params, "ok", 0, &r));
     ck_assert_double_eq_tol (r, 1.0, 1e-12);
 }
 END_TEST
@@ -54,11 +57,11 @@ START_TEST (test_log_shape_and_custom_clip)
     char err [256];
     ck_assert_int_eq (common_reward_from_json (json, &params, err, sizeof err), 0);
     double r;
-    ck_assert (worker_reward (&params, STATUS_OK, 3.0, &r));
+    ck_assert (common_reward_for (&params, "ok", 3.0, &r));
     ck_assert_double_eq_tol (r, log (4.0), 1e-12);
-    ck_assert (worker_reward (&params, STATUS_OK, 10.0, &r));
+    ck_assert (common_reward_for (&params, "ok", 10.0, &r));
     ck_assert_double_eq_tol (r, log (5.0), 1e-12);
-    ck_assert (worker_reward (&params, STATUS_INCORRECT, 0, &r));
+    ck_assert (common_reward_for (&params, "incorrect", 0, &r));
     ck_assert_double_eq (r, -0.25);
     json_decref (json);
 }
@@ -78,7 +81,7 @@ END_TEST
 int
 main (void)
 {
-    Suite *suite = suite_create ("worker_reward");
+    Suite *suite = suite_create ("common_reward");
     TCase *tc = tcase_create ("reward");
     tcase_add_test (tc, test_defaults_gate_every_status);
     tcase_add_test (tc, test_correct_is_clipped_speedup);
