@@ -25,13 +25,15 @@ need_pkgs() {
 }
 
 pkgs=(gcc pkg-config meson ninja-build python3 libczmq-dev libzmq3-dev libsqlite3-dev
-      libsodium-dev libjansson-dev libffi-dev libseccomp-dev libmicrohttpd-dev check python3-zmq python3-msgpack)
+      libsodium-dev libjansson-dev libffi-dev libseccomp-dev libmicrohttpd-dev check python3-zmq python3-msgpack
+      help2man)
 # msgpack-c's dev package was renamed on newer releases.
 if apt-cache show libmsgpack-c-dev >/dev/null 2>&1; then pkgs+=(libmsgpack-c-dev); else pkgs+=(libmsgpack-dev); fi
 # The 'deploy' test suite: promtool (prometheus), a throwaway Slurm (slurm-wlm, munge),
-# systemd-analyze (systemd), setpriv (util-linux), node and npm for the k8s checks.
+# systemd-analyze (systemd), setpriv (util-linux), node and npm for the k8s checks,
+# bash-completion for the installed completion.
 if [ "$action" = test ]; then
-    pkgs+=(prometheus slurm-wlm munge systemd util-linux)
+    pkgs+=(prometheus slurm-wlm munge systemd util-linux bash-completion)
     command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
 fi
 need_pkgs "${pkgs[@]}"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test_deploy - checks of deploy/ (meson suite 'deploy'), one part per call:
 #
-#   tests/test_deploy.sh systemd      systemd-analyze verify and security on the units; the
-#                                     worker run under the unit's capability bounding set
+#   tests/test_deploy.sh systemd      systemd-analyze verify and security on the units (as
+#                                     configured for the build's prefix); the worker run
+#                                     under the unit's capability bounding set
 #   tests/test_deploy.sh k8s          the kustomize trees validated offline (kubernetes-models
 #                                     schemas + unknown keys + kgym's rules), as rendered here
 #                                     and by `kubectl kustomize` where kubectl exists
@@ -10,11 +11,13 @@
 #   tests/test_deploy.sh slurm        a real Slurm (munge, slurmctld, two slurmd as two nodes
 #                                     on this host, fake GPU devices) runs deploy/slurm's
 #                                     scripts with CPU workers: a batch graded, then drained
+#   tests/test_deploy.sh install      meson install --destdir: binaries, units and the docs
+#                                     they name, man pages, bash completion, examples
 #
 # Environment: KGYM_SOURCE_DIR (the tree), KGYM_BUILD_DIR (a meson build with the binaries).
 # Exit: 0 passed, 77 skipped (a tool is missing: the reason is printed), 1 failed.
 set -uo pipefail
-part=${1:?usage: test_deploy.sh systemd|k8s|prometheus|slurm}
+part=${1:?usage: test_deploy.sh systemd|k8s|prometheus|slurm|install}
 src=${KGYM_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 build=${KGYM_BUILD_DIR:-$src/build}
 deploy=$src/deploy
@@ -87,28 +90,38 @@ EOF
 # ---------------------------------------------------------------------------
 part_systemd() {
     command -v systemd-analyze >/dev/null || skip "systemd-analyze not installed"
-    # Stand-in binaries where the units expect the real ones (verify checks
+    # The units as configured for this build's prefix (deploy/meson.build),
+    # with stand-in binaries where they expect the real ones (verify checks
     # that ExecStart= names an executable).
+    local units=$build/deploy bindir
+    bindir=$(sed -n 's#^ExecStart=\(.*\)/kgym-broker .*#\1#p' "$units/kgym-broker.service")
+    [ -n "$bindir" ] || { fail "no configured kgym-broker.service in $units (meson setup?)"; return; }
     mkdir -p "$tmp/bin" "$tmp/units"
     for b in kgym-broker kgym-worker; do printf '#!/bin/sh\nexit 0\n' > "$tmp/bin/$b"; chmod +x "$tmp/bin/$b"; done
-    for f in "$deploy"/systemd/*.service "$deploy"/systemd/*.target; do
-        sed "s#/usr/local/bin/#$tmp/bin/#g" "$f" > "$tmp/units/$(basename "$f")"
+    for f in "$units"/*.service "$units"/*.target; do
+        sed "s#$bindir/#$tmp/bin/#g" "$f" > "$tmp/units/$(basename "$f")"
     done
     cp "$tmp/units/kgym-worker@.service" "$tmp/units/kgym-worker@0.service"
     cp "$tmp/units/kgym-worker@.service" "$tmp/units/kgym-worker@GPU-5c2ee7a4-0000-1111-2222-333344445555.service"
+    cp "$tmp/units/kgym-cpu-worker@.service" "$tmp/units/kgym-cpu-worker@0.service"
+    # verify runs `man` on each man: in Documentation=: this build's pages.
+    mkdir -p "$tmp/man/man1"
+    for f in "$build"/man/*.1; do [ -f "$f" ] && ln -s "$f" "$tmp/man/man1/"; done
+    export MANPATH=$tmp/man
     local out
     for unit in kgym-broker.service kgym-worker@.service kgym-worker@0.service \
-                kgym-worker@GPU-5c2ee7a4-0000-1111-2222-333344445555.service kgym-workers.target; do
+                kgym-worker@GPU-5c2ee7a4-0000-1111-2222-333344445555.service \
+                kgym-cpu-worker@.service kgym-cpu-worker@0.service kgym-workers.target; do
         if out=$(cd "$tmp/units" && systemd-analyze verify "./$unit" 2>&1) && [ -z "$out" ]; then
             ok "systemd-analyze verify $unit: clean"
         else
             fail "systemd-analyze verify $unit:"; echo "$out"
         fi
     done
-    # Exposure as systemd scores it (0 best, 10 worst). The worker is root
-    # by design (its sandbox needs it, see the unit): bounded, not minimal.
+    # Exposure as systemd scores it (0 best, 10 worst). The workers are root
+    # by design (their sandbox needs it, see the units): bounded, not minimal.
     local unit limit score
-    for pair in kgym-broker.service:2.0 kgym-worker@0.service:6.0; do
+    for pair in kgym-broker.service:2.0 kgym-worker@0.service:6.0 kgym-cpu-worker@0.service:6.0; do
         unit=${pair%%:*}; limit=${pair##*:}
         out=$(cd "$tmp/units" && systemd-analyze security --offline=yes "./$unit" 2>&1)
         score=$(echo "$out" | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
@@ -118,6 +131,17 @@ part_systemd() {
             fail "systemd-analyze security $unit: exposure '${score:-?}' over $limit"; echo "$out" | tail -5
         fi
     done
+    # Both worker units allow the namespaces the sandbox makes, with the same caps.
+    local gpu_caps cpu_caps
+    gpu_caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$units/kgym-worker@.service")
+    cpu_caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$units/kgym-cpu-worker@.service")
+    [ "$gpu_caps" = "$cpu_caps" ] || fail "the CPU worker unit's capabilities ($cpu_caps) differ from the GPU one's ($gpu_caps)"
+    for f in "$units/kgym-worker@.service" "$units/kgym-cpu-worker@.service"; do
+        for ns in net ipc mnt; do
+            grep -q "^RestrictNamespaces=.*\b$ns\b" "$f" \
+                || fail "$(basename "$f"): RestrictNamespaces= refuses '$ns', which the sandbox unshares"
+        done
+    done
     # The worker unit's CapabilityBoundingSet= must be enough for the sandbox:
     # a worker under exactly that set grades the CPU examples with the same
     # confinement as an unrestricted one.
@@ -125,7 +149,7 @@ part_systemd() {
     command -v setpriv >/dev/null || { say "setpriv missing: capability check skipped"; return; }
     [ "$(id -u)" = 0 ] || { say "not root: capability check skipped (the worker runs as root)"; return; }
     local caps
-    caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$deploy/systemd/kgym-worker@.service" | tr 'A-Z' 'a-z' \
+    caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$units/kgym-worker@.service" | tr 'A-Z' 'a-z' \
            | sed 's/cap_//g; s/ /,+/g')
     "$build/broker/kgym-broker" --clients 'tcp://127.0.0.1:*' --workers 'tcp://127.0.0.1:*' \
         > "$tmp/broker.log" 2>&1 &
@@ -151,7 +175,7 @@ part_systemd() {
         > "$tmp/free.jsonl" 2>/dev/null
     if python3 - "$tmp/free.jsonl" "$tmp/results.jsonl" <<'EOF'
 import json, sys
-keys = ("netns", "uid", "seccomp", "cgroup", "userns")
+keys = ("netns", "uid", "seccomp", "cgroup", "userns", "empty_root")
 free = json.loads(open(sys.argv[1]).readline())["sandbox"]
 bound = [r["sandbox"] for r in map(json.loads, open(sys.argv[2])) if r["candidate"].endswith("naive.json")][0]
 a = {k: free.get(k) for k in keys}; b = {k: bound.get(k) for k in keys}
@@ -236,6 +260,86 @@ EOF
     for metric in $(grep -o 'kgym_[a-z_]*' "$p/kgym-alerts.yml" | sed 's/_bucket$//' | sort -u); do
         grep -q "\`$metric\`" "$src/docs/metrics.md" || fail "rules use $metric, which docs/metrics.md does not list"
     done
+}
+
+# ---------------------------------------------------------------------------
+# meson install into a scratch root: binaries, units, the docs they point at,
+# man pages, bash completion and the examples.
+part_install() {
+    local dest=$tmp/dest prefix
+    if ! meson install -C "$build" --destdir "$dest" --quiet > "$tmp/install.log" 2>&1; then
+        fail "meson install --destdir"; tail -20 "$tmp/install.log"; return
+    fi
+    prefix=$(meson introspect "$build" --buildoptions \
+             | python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
+    local root=$dest$prefix
+    say "installed under $dest (prefix $prefix)"
+    local f missing=0
+    for f in bin/kgym bin/kgym-broker bin/kgym-worker libexec/kgym-runner; do
+        [ -x "$root/$f" ] || { fail "not installed: $prefix/$f"; missing=1; }
+    done
+    [ $missing = 0 ] && ok "binaries and the runner installed"
+
+    # Units: every placeholder filled, ExecStart= and Documentation= name installed files.
+    local units=() unit target doc bad
+    mapfile -t units < <(find "$dest" -path '*/systemd/system/*' -type f | sort)
+    [ ${#units[@]} = 4 ] || fail "${#units[@]} units installed, want 4: ${units[*]}"
+    for unit in "${units[@]}"; do
+        bad=
+        grep -q '@[A-Z_]*@' "$unit" && bad+=" unfilled @placeholders@;"
+        target=$(sed -n 's/^ExecStart=\([^ ]*\).*/\1/p' "$unit")
+        [ -z "$target" ] || [ -x "$dest$target" ] || bad+=" ExecStart $target not installed;"
+        for doc in $(sed -n 's/^Documentation=//p' "$unit"); do
+            case $doc in
+                file://*) [ -f "$dest${doc#file://}" ] || bad+=" $doc not installed;" ;;
+                man:*)    f=${doc#man:}; f="${f%%(*}.${f##*(}"; f=${f%)}
+                          [ -f "$root/share/man/man${f##*.}/$f" ] || bad+=" $doc not installed;" ;;
+                *)        bad+=" $doc is neither file:// nor man:;" ;;
+            esac
+        done
+        [ -n "$(sed -n 's/^Documentation=//p' "$unit")" ] || bad+=" no Documentation=;"
+        if [ -z "$bad" ]; then ok "$(basename "$unit"): ExecStart= and Documentation= are installed files"
+        else fail "$(basename "$unit"):$bad"; fi
+    done
+
+    # Man pages: each lists every option its program's --help gives.
+    local prog page opts
+    for prog in kgym kgym-broker kgym-worker; do
+        page=$root/share/man/man1/$prog.1
+        [ -f "$page" ] || { fail "no man page $prog.1"; continue; }
+        opts=$("$root/bin/$prog" --help 2>&1 | grep -o -- '--[a-z][a-z0-9-]*' | sort -u)
+        bad=
+        for f in $opts; do
+            sed 's/\\-/-/g; s/\\f[BIRP]//g' "$page" | grep -q -- "$f" || bad+=" $f"
+        done
+        if [ -z "$bad" ] && [ -n "$opts" ] && grep -q "^$prog \\\\- " "$page"; then
+            ok "man page $prog.1: $(echo "$opts" | wc -w) options, as --help says"
+        else fail "man page $prog.1 lacks:${bad:- its NAME line}"; fi
+    done
+
+    # Completion, against the installed binaries.
+    local comp=$root/share/bash-completion/completions
+    if [ -f "$comp/kgym" ] && [ -L "$comp/kgym-worker" ] && [ -L "$comp/kgym-broker" ]; then
+        PATH=$root/bin:$PATH bash "$src/tests/deploy/complete.sh" "$comp/kgym" \
+            && ok "bash completion: subcommands, options and their values" || fail "bash completion"
+    else
+        fail "bash completion not installed in $comp (kgym, kgym-broker, kgym-worker)"
+    fi
+
+    # Examples: every bundled task and candidate, and one graded from there.
+    local want got
+    want=$(cd "$src/examples" && find . -type f \( -name '*.json' -o -name '*.c' -o -name '*.cu' \) | sort | md5sum)
+    got=$(cd "$root/share/kgym/examples" 2>/dev/null && find . -type f \( -name '*.json' -o -name '*.c' -o -name '*.cu' \) | sort | md5sum)
+    [ "$want" = "$got" ] && ok "examples installed in $prefix/share/kgym/examples" \
+        || fail "$prefix/share/kgym/examples differs from examples/"
+    local task=$root/share/kgym/examples/cpu/rmsnorm_f32
+    if KGYM_CACHE_DIR=$tmp/cache "$root/bin/kgym" eval "$task/task.json" "$task/candidates/naive.json" \
+         "$task/candidates/tail_bug.json" > "$tmp/eval.jsonl" 2> "$tmp/eval.err" \
+       && [ "$(python3 -c 'import json,sys; print(" ".join(json.loads(l)["status"] for l in open(sys.argv[1])))' "$tmp/eval.jsonl")" = "ok incorrect" ]; then
+        ok "the installed kgym grades an installed example (naive ok, tail_bug incorrect)"
+    else
+        fail "grading an installed example"; cat "$tmp/eval.jsonl" "$tmp/eval.err" | tail -5
+    fi
 }
 
 # ---------------------------------------------------------------------------
@@ -412,6 +516,7 @@ case $part in
     k8s)        part_k8s ;;
     prometheus) part_prometheus ;;
     slurm)      part_slurm ;;
+    install)    part_install ;;
     *)          echo "unknown part '$part'" >&2; exit 2 ;;
 esac
 finish
