@@ -31,9 +31,10 @@ pkgs=(gcc pkg-config meson ninja-build python3 libczmq-dev libzmq3-dev libsqlite
 if apt-cache show libmsgpack-c-dev >/dev/null 2>&1; then pkgs+=(libmsgpack-c-dev); else pkgs+=(libmsgpack-dev); fi
 # The 'deploy' test suite: promtool (prometheus), a throwaway Slurm (slurm-wlm, munge),
 # systemd-analyze (systemd), setpriv (util-linux), node and npm for the k8s checks,
-# bash-completion for the installed completion.
+# bash-completion for the installed completion, mmdebstrap, umoci, podman and runc
+# for the image built from Debian's packages (deploy/docker/mkimage.sh).
 if [ "$action" = test ]; then
-    pkgs+=(prometheus slurm-wlm munge systemd util-linux bash-completion)
+    pkgs+=(prometheus slurm-wlm munge systemd util-linux bash-completion mmdebstrap umoci podman runc)
     command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
 fi
 need_pkgs "${pkgs[@]}"

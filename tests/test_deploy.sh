@@ -13,11 +13,16 @@
 #                                     scripts with CPU workers: a batch graded, then drained
 #   tests/test_deploy.sh install      meson install --destdir: binaries, units and the docs
 #                                     they name, man pages, bash completion, examples
+#   tests/test_deploy.sh image        the image from Debian's packages (deploy/docker/mkimage.sh)
+#                                     run with podman: kgym demo, the sandbox, and a broker and
+#                                     a worker container under the manifests' security contexts
+#   tests/test_deploy.sh dockerfile   deploy/docker/Dockerfile built with podman (its base stood in
+#                                     for by mmdebstrap) and kgym demo run in it
 #
 # Environment: KGYM_SOURCE_DIR (the tree), KGYM_BUILD_DIR (a meson build with the binaries).
 # Exit: 0 passed, 77 skipped (a tool is missing: the reason is printed), 1 failed.
 set -uo pipefail
-part=${1:?usage: test_deploy.sh systemd|k8s|prometheus|slurm|install}
+part=${1:?usage: test_deploy.sh systemd|k8s|prometheus|slurm|install|image|dockerfile}
 src=${KGYM_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 build=${KGYM_BUILD_DIR:-$src/build}
 deploy=$src/deploy
@@ -188,6 +193,18 @@ EOF
 
 # ---------------------------------------------------------------------------
 part_k8s() {
+    # Image names agree: each container's image is one deploy/docker builds
+    # (its title label), and the kustomization points each at the registry.
+    local built used img
+    built=$(sed -n 's/.*org\.opencontainers\.image\.title=\([a-z0-9-]*\).*/\1/p' \
+            "$deploy"/docker/Dockerfile* "$deploy/docker/mkimage.sh" | sort -u | tr '\n' ' ')
+    used=$(sed -n 's/^ *image: *\([^ ]*\) *$/\1/p' "$deploy"/k8s/base/*.yaml | sort -u | tr '\n' ' ')
+    for img in $used; do
+        [[ " $built" == *" $img "* ]] || fail "k8s uses image '$img'; deploy/docker builds: $built"
+        grep -q "^  - name: $img\$" "$deploy/k8s/base/kustomization.yaml" \
+            || fail "kustomization.yaml has no images: entry for '$img'"
+    done
+    [ -n "$used" ] && say "images: the manifests use $used; deploy/docker builds $built"
     command -v node >/dev/null && command -v npm >/dev/null || skip "node/npm not installed"
     # kubernetes-models and yaml, installed into the build dir (never the tree).
     local dir=$build/deploy-node
@@ -340,6 +357,156 @@ part_install() {
     else
         fail "grading an installed example"; cat "$tmp/eval.jsonl" "$tmp/eval.err" | tail -5
     fi
+}
+
+# ---------------------------------------------------------------------------
+# podman as the image tests use it, storage under $1 (graph root) and $2 (run
+# root): sets pm (the command), run (`run` and its options) and worker_sec
+# (the worker's Kubernetes security context as podman options). runc where
+# there is one: crun refuses hosts with cgroup v1 and v2 controllers mixed.
+# Limits below this host's hard ones (podman's defaults may be above them).
+podman_setup() {
+    pm=(podman --root "$1" --runroot "$2")
+    command -v runc >/dev/null && pm+=(--runtime runc)
+    local nofile nproc cap manifest=$deploy/k8s/base/worker-deployment.yaml
+    nofile=$(ulimit -Hn); { [ "$nofile" = unlimited ] || [ "$nofile" -gt 65536 ]; } && nofile=65536
+    nproc=$(ulimit -Hu); { [ "$nproc" = unlimited ] || [ "$nproc" -gt 16384 ]; } && nproc=16384
+    limits=(--ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc")
+    run=(run --rm --pull=never "${limits[@]}")
+    worker_sec=(--cap-drop ALL)
+    for cap in $(sed -n 's/^ *add: \[\(.*\)\]$/\1/p' "$manifest" | tr -d '" ' | tr ',' ' '); do
+        worker_sec+=(--cap-add "$cap")
+    done
+    grep -q 'type: Unconfined' "$manifest" && worker_sec+=(--security-opt seccomp=unconfined)
+    worker_sec+=(--security-opt no-new-privileges)
+}
+
+# kgym demo in image $1 grades every bundled CPU example as expected.
+demo_in_image() {
+    if "${pm[@]}" "${run[@]}" --network none "${worker_sec[@]}" "$1" kgym demo --timeout 15 \
+         > "$tmp/demo.log" 2>&1 \
+       && grep -q "grading the CPU examples" "$tmp/demo.log" \
+       && python3 - "$tmp/demo.log" <<'PY'
+import re, sys
+m = re.search(r"(\d+) candidates graded; (\d+) of (\d+) with an expected status got it", open(sys.argv[1]).read())
+print(f"  demo: {m.group(0) if m else 'no summary line'}")
+sys.exit(0 if m and int(m.group(1)) >= 20 and m.group(2) == m.group(3) else 1)
+PY
+    then return 0
+    else tail -40 "$tmp/demo.log"; return 1; fi
+}
+
+# The image from Debian's packages (deploy/docker/mkimage.sh), run with podman:
+# `kgym demo` in it, then a broker and a worker container under the
+# Kubernetes manifests' security contexts grading a batch from the host.
+part_image() {
+    [ "$(id -u)" = 0 ] || skip "not root: mmdebstrap and podman run as root here; the image was not built"
+    for tool in mmdebstrap umoci podman; do
+        command -v "$tool" >/dev/null || skip "$tool not installed (Debian packages mmdebstrap, umoci, podman): the image was not built"
+    done
+    local cache=${KGYM_IMAGE_CACHE:-$build/image-cache}
+    # podman names an image pulled from a layout after its path: lower case only.
+    local oci=/tmp/kgym-image-$$-$RANDOM
+    cleanup_steps+=("rm -rf $oci")
+    if ! "$deploy/docker/mkimage.sh" --cache "$cache" --tag test "$oci" 2> "$tmp/mkimage.log"; then
+        fail "mkimage.sh"; tail -20 "$tmp/mkimage.log"; return
+    fi
+    say "$(grep -h 'Debian layer from\|image .* in ' "$tmp/mkimage.log" | tr '\n' ' ')"
+    local pm run limits worker_sec image
+    podman_setup "$tmp/podman/root" "$tmp/podman/run"
+    cleanup_steps+=("${pm[*]} rm --all --force; ${pm[*]} system reset --force")
+    if ! image=$("${pm[@]}" pull -q "oci:$oci:test" 2> "$tmp/pull.err"); then
+        fail "podman pull oci:$oci:test"; cat "$tmp/pull.err"; return
+    fi
+    say "worker's security context: ${worker_sec[*]}"
+
+    # 1. kgym demo grades every bundled CPU example as expected.
+    if demo_in_image "$image"; then ok "kgym demo in the image: every example as expected"
+    else fail "kgym demo in the image"; fi
+
+    # 2. The sandbox in the image is as confined as on the host.
+    local task=/usr/share/kgym/examples/cpu/rmsnorm_f32
+    "${pm[@]}" "${run[@]}" --network none "${worker_sec[@]}" "$image" \
+        kgym eval "$task/task.json" "$task/candidates/naive.json" > "$tmp/eval.jsonl" 2> "$tmp/eval.err"
+    if python3 - "$tmp/eval.jsonl" <<'PY'
+import json, sys
+try:
+    r = json.loads(open(sys.argv[1]).readline())
+except ValueError:
+    print("  no result line"); sys.exit(1)
+s = r.get("sandbox", {})
+print(f"  status {r.get('status')}, sandbox {s}")
+sys.exit(0 if r.get("status") == "ok" and s.get("netns") and s.get("seccomp") and s.get("empty_root")
+         and s.get("uid") == "nobody" else 1)
+PY
+    then ok "sandbox in the image: own netns, seccomp, empty root, uid nobody"
+    else fail "sandbox in the image"; tail -5 "$tmp/eval.err"; fi
+
+    # 3. A broker as the manifest runs it (uid 65532, read-only root, no
+    #    capabilities, its store on a volume) and a worker container, on the
+    #    host's network; a batch from the host's kgym.
+    local cport wport store=$tmp/store
+    cport=$(free_port); wport=$(free_port)
+    mkdir -p "$store" && chown 65532:65532 "$store"
+    "${pm[@]}" "${run[@]}" -d --name kgym-test-broker --network host --user 65532:65532 --read-only \
+        --cap-drop ALL --security-opt no-new-privileges -v "$store:/var/lib/kgym" "$image" \
+        kgym-broker "--clients=tcp://127.0.0.1:$cport" "--workers=tcp://127.0.0.1:$wport" \
+        --db=/var/lib/kgym/jobs.db > /dev/null 2> "$tmp/broker.err" \
+        || { fail "the broker container did not start"; cat "$tmp/broker.err"; return; }
+    "${pm[@]}" "${run[@]}" -d --name kgym-test-worker --network host "${worker_sec[@]}" "$image" \
+        kgym-worker "--broker=tcp://127.0.0.1:$wport" --backend=cpu --name=container \
+        > /dev/null 2> "$tmp/worker.err" \
+        || { fail "the worker container did not start"; cat "$tmp/worker.err"; return; }
+    if wait_for 30 bash -c "${pm[*]} logs kgym-test-broker 2>&1 | grep -q ' ready: backend cpu'" \
+       && grade_examples "tcp://127.0.0.1:$cport"; then
+        ok "broker and worker containers (the manifests' security contexts) graded a batch"
+    else
+        fail "broker and worker containers"
+        "${pm[@]}" logs kgym-test-broker 2>&1 | tail -10; "${pm[@]}" logs kgym-test-worker 2>&1 | tail -10
+    fi
+    if [ -s "$store/jobs.db" ]; then ok "the broker's job store is on its volume"
+    else fail "no jobs.db on the broker's volume"; fi
+    "${pm[@]}" stop --time 30 kgym-test-worker kgym-test-broker > /dev/null 2>&1
+}
+
+# ---------------------------------------------------------------------------
+# deploy/docker/Dockerfile built with podman and run. No registry is reached:
+# its base, debian:<release>-slim, is stood in for by a minimal Debian root
+# mmdebstrap lays from the host's apt sources (as the official one is made);
+# its RUN steps fetch their packages from those sources. The storage, with
+# podman's layer cache, stays in the image cache between runs.
+part_dockerfile() {
+    [ "$(id -u)" = 0 ] || skip "not root: podman builds as root here; the Dockerfile was not built"
+    for tool in mmdebstrap podman; do
+        command -v "$tool" >/dev/null || skip "$tool not installed (Debian packages mmdebstrap, podman): the Dockerfile was not built"
+    done
+    # shellcheck disable=SC1091
+    . /etc/os-release
+    [ "${ID:-}" = debian ] || skip "not Debian: no stand-in for debian:*-slim here"
+    local cache=${KGYM_IMAGE_CACHE:-$build/image-cache} suite=$VERSION_CODENAME
+    local pm run limits worker_sec base started=$SECONDS
+    podman_setup "$cache/podman/root" "$cache/podman/run"
+    base=docker.io/library/debian:$suite-slim
+    if ! "${pm[@]}" image exists "$base"; then
+        local sources=()
+        [ -f /etc/apt/sources.list.d/debian.sources ] && sources=(/etc/apt/sources.list.d/debian.sources)
+        mmdebstrap --variant=minbase "$suite" "$tmp/slim.tar" "${sources[@]}" > "$tmp/mmdebstrap.log" 2>&1 \
+            && "${pm[@]}" import "$tmp/slim.tar" "$base" > /dev/null 2>&1 \
+            || { fail "a stand-in for $base"; tail -10 "$tmp/mmdebstrap.log"; return; }
+        say "stood in for $base ($((SECONDS - started)) s)"
+    fi
+    local built=$SECONDS
+    if "${pm[@]}" build --layers --pull=never --network host "${limits[@]}" \
+         -f "$deploy/docker/Dockerfile" --ignorefile "$deploy/docker/Dockerfile.dockerignore" \
+         -t kgym:dockerfile-test "$src" > "$tmp/build.log" 2>&1; then
+        ok "podman build -f deploy/docker/Dockerfile ($((SECONDS - built)) s)"
+    else
+        fail "podman build -f deploy/docker/Dockerfile"; tail -30 "$tmp/build.log"; return
+    fi
+    if demo_in_image localhost/kgym:dockerfile-test; then ok "kgym demo in the Dockerfile's image: every example as expected"
+    else fail "kgym demo in the Dockerfile's image"; fi
+    # Only the newest build's layers are kept.
+    "${pm[@]}" image prune --force > /dev/null 2>&1
 }
 
 # ---------------------------------------------------------------------------
@@ -517,6 +684,8 @@ case $part in
     prometheus) part_prometheus ;;
     slurm)      part_slurm ;;
     install)    part_install ;;
+    image)      part_image ;;
+    dockerfile) part_dockerfile ;;
     *)          echo "unknown part '$part'" >&2; exit 2 ;;
 esac
 finish
