@@ -18,11 +18,13 @@
 #                                     a worker container under the manifests' security contexts
 #   tests/test_deploy.sh dockerfile   deploy/docker/Dockerfile built with podman (its base stood in
 #                                     for by mmdebstrap) and kgym demo run in it
+#   tests/test_deploy.sh grafana      every query of deploy/grafana/kgym.json names metrics and
+#                                     labels a real broker's and CPU worker's /metrics carry
 #
 # Environment: KGYM_SOURCE_DIR (the tree), KGYM_BUILD_DIR (a meson build with the binaries).
 # Exit: 0 passed, 77 skipped (a tool is missing: the reason is printed), 1 failed.
 set -uo pipefail
-part=${1:?usage: test_deploy.sh systemd|k8s|prometheus|slurm|install|image|dockerfile}
+part=${1:?usage: test_deploy.sh systemd|k8s|prometheus|slurm|install|image|dockerfile|grafana}
 src=${KGYM_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 build=${KGYM_BUILD_DIR:-$src/build}
 deploy=$src/deploy
@@ -510,6 +512,57 @@ part_dockerfile() {
 }
 
 # ---------------------------------------------------------------------------
+# deploy/grafana: every query names a metric that a real broker and CPU
+# worker export (their /metrics pages after a graded batch), with labels they
+# carry; promtool parses each query.
+part_grafana() {
+    local dash=$deploy/grafana/kgym.json
+    for b in broker/kgym-broker worker/kgym-worker client/kgym; do
+        [ -x "$build/$b" ] || { fail "no $build/$b"; return; }
+    done
+    "$build/broker/kgym-broker" --clients 'tcp://127.0.0.1:*' --workers 'tcp://127.0.0.1:*' \
+        --metrics 127.0.0.1:0 > "$tmp/broker.log" 2>&1 &
+    cleanup_steps+=("kill $!")
+    wait_for 10 grep -q 'metrics on http' "$tmp/broker.log" || { fail "broker did not start"; cat "$tmp/broker.log"; return; }
+    local clients workers bmetrics wmetrics
+    clients=$(sed -n 's/.*clients on \(tcp:[^,]*\), workers on \(tcp:[^,]*\).*/\1/p' "$tmp/broker.log")
+    workers=$(sed -n 's/.*clients on \(tcp:[^,]*\), workers on \(tcp:[^,]*\).*/\2/p' "$tmp/broker.log")
+    bmetrics=$(sed -n 's#.*metrics on \(http://[^ ]*/metrics\).*#\1#p' "$tmp/broker.log" | head -1)
+    KGYM_CACHE_DIR=$tmp/cache "$build/worker/kgym-worker" --broker "$workers" --backend cpu --name grafana \
+        --metrics 127.0.0.1:0 > "$tmp/worker.log" 2>&1 &
+    cleanup_steps+=("kill $!")
+    wait_for 10 grep -q 'metrics on http' "$tmp/worker.log" || { fail "worker did not start"; cat "$tmp/worker.log"; return; }
+    wmetrics=$(sed -n 's#.*metrics on \(http://[^ ]*/metrics\).*#\1#p' "$tmp/worker.log" | head -1)
+    grade_examples "$clients" > /dev/null || fail "grading a batch before the scrape"
+    local url n=0
+    for url in "$bmetrics" "$wmetrics"; do
+        n=$((n + 1))
+        /usr/bin/python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())" \
+            "$url" > "$tmp/page$n.txt" || { fail "scrape $url"; return; }
+    done
+    say "scraped $bmetrics and $wmetrics"
+    if KGYM_DASHBOARD_RULES=$tmp/dashboard-rules.yml python3 "$src/tests/deploy/check_dashboard.py" "$dash" \
+         "$deploy/prometheus/kgym-alerts.yml" "$src/common/common_metrics_kgym.c" "$tmp/page1.txt" "$tmp/page2.txt"; then
+        ok "grafana/kgym.json: every query names metrics and labels the broker and worker export"
+    else fail "grafana/kgym.json queries"; fi
+    if command -v promtool >/dev/null; then
+        local out
+        if out=$(promtool check rules "$tmp/dashboard-rules.yml" 2>&1); then ok "promtool parses every dashboard query"
+        else fail "promtool on the dashboard's queries"; echo "$out" | tail -10; fi
+    else
+        say "promtool not installed: the queries' syntax was not checked"
+    fi
+    # The check catches a wrong metric and a wrong label.
+    sed 's/kgym_queue_depth)/kgym_queue_depths)/; s/by (reason)/by (reasons)/' "$dash" > "$tmp/broken.json"
+    if python3 "$src/tests/deploy/check_dashboard.py" "$tmp/broken.json" "$deploy/prometheus/kgym-alerts.yml" \
+         "$src/common/common_metrics_kgym.c" "$tmp/page1.txt" "$tmp/page2.txt" > "$tmp/broken.out" 2>&1; then
+        fail "the dashboard check passed a dashboard with a wrong metric and label"
+    elif grep -q "kgym_queue_depths" "$tmp/broken.out" && grep -q "'reasons'" "$tmp/broken.out"; then
+        ok "the check refuses a misnamed metric and label"
+    else fail "the check missed the misnamed metric or label"; cat "$tmp/broken.out"; fi
+}
+
+# ---------------------------------------------------------------------------
 # Slurm: a throwaway cluster of two nodes (two slurmd) on this host.
 slurm_up() {
     for tool in munged slurmctld slurmd sbatch squeue scancel scontrol; do
@@ -685,6 +738,7 @@ case $part in
     slurm)      part_slurm ;;
     install)    part_install ;;
     image)      part_image ;;
+    grafana)    part_grafana ;;
     dockerfile) part_dockerfile ;;
     *)          echo "unknown part '$part'" >&2; exit 2 ;;
 esac
