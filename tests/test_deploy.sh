@@ -648,8 +648,13 @@ slurm_run() {
     # The nodes' own name where it resolves (as on a real cluster), else loopback.
     local broker_host=
     getent hosts "$(hostname -f)" >/dev/null 2>&1 || broker_host=127.0.0.1
-    job=$(cd "$T/run" && KGYM_BROKER_HOST=$broker_host KGYM_BIN=$T/bin KGYM_BACKEND=cpu KGYM_CLIENT_PORT=$(free_port) \
-          KGYM_WORKER_PORT=$(free_port) KGYM_STATE_DIR=$T/kstate-$label KGYM_CACHE_DIR=$T/cache \
+    # The store: by default node-local ($TMPDIR, a directory standing for a
+    # node's disk), saved to the submit directory at the end; the het job
+    # gives KGYM_STATE_DIR (the override).
+    local store=(KGYM_STATE_DIR=$T/kstate-$label)
+    [ "$label" = sbatch ] && { mkdir -p "$T/local"; store=(TMPDIR=$T/local); }
+    job=$(cd "$T/run" && env "${store[@]}" KGYM_BROKER_HOST=$broker_host KGYM_BIN=$T/bin KGYM_BACKEND=cpu \
+          KGYM_CLIENT_PORT=$(free_port) KGYM_WORKER_PORT=$(free_port) KGYM_CACHE_DIR=$T/cache \
           KGYM_METRICS_PORT=$mport KGYM_WORKER_METRICS_PORT=0 sbatch --parsable --time=10 "$@")
     [ -n "$job" ] || { fail "$label: sbatch refused the script"; return; }
     say "$label: job $job"
@@ -687,6 +692,19 @@ slurm_run() {
         fi
     else
         fail "$label: the job did not end after SIGTERM"; scancel "$job"; tail -15 "$T/run/kgym-$job.log"
+    fi
+    if [ "$label" = sbatch ]; then
+        if grep -q "job store: $T/local/kgym-$job/jobs.db" "$T/run/kgym-$job.log" \
+           && [ "$(head -c 15 "$T/run/kgym-state/jobs.db" 2>/dev/null)" = "SQLite format 3" ] \
+           && [ ! -e "$T/local/kgym-$job" ]; then
+            ok "$label: the store ran on node-local disk and was saved to the submit directory"
+        else
+            fail "$label: node-local store"; grep 'job store' "$T/run/kgym-$job.log"; ls -la "$T/local" "$T/run/kgym-state"
+        fi
+    elif grep -q "job store: $T/kstate-$label/jobs.db\$" "$T/run/kgym-$job.log"; then
+        ok "$label: KGYM_STATE_DIR placed the store, nothing saved elsewhere"
+    else
+        fail "$label: KGYM_STATE_DIR not used"; grep 'job store' "$T/run/kgym-$job.log"
     fi
 }
 
