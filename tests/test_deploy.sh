@@ -475,8 +475,9 @@ PY
 # deploy/docker/Dockerfile built with podman and run. No registry is reached:
 # its base, debian:<release>-slim, is stood in for by a minimal Debian root
 # mmdebstrap lays from the host's apt sources (as the official one is made);
-# its RUN steps fetch their packages from those sources. The storage, with
-# podman's layer cache, stays in the image cache between runs.
+# its RUN steps fetch their packages from those sources. The stand-in's tar
+# is kept in the image cache; podman's storage is not (an unpacked image
+# holds executables named kgym, which a `find BUILD -name kgym` would meet).
 part_dockerfile() {
     [ "$(id -u)" = 0 ] || skip "not root: podman builds as root here; the Dockerfile was not built"
     for tool in mmdebstrap podman; do
@@ -486,19 +487,23 @@ part_dockerfile() {
     . /etc/os-release
     [ "${ID:-}" = debian ] || skip "not Debian: no stand-in for debian:*-slim here"
     local cache=${KGYM_IMAGE_CACHE:-$build/image-cache} suite=$VERSION_CODENAME
-    local pm run limits worker_sec base started=$SECONDS
-    podman_setup "$cache/podman/root" "$cache/podman/run"
+    local pm run limits worker_sec base slim started=$SECONDS sources=()
+    podman_setup "$tmp/podman/root" "$tmp/podman/run"
+    cleanup_steps+=("${pm[*]} rm --all --force; ${pm[*]} system reset --force")
+    [ -f /etc/apt/sources.list.d/debian.sources ] && sources=(/etc/apt/sources.list.d/debian.sources)
     base=docker.io/library/debian:$suite-slim
-    if ! "${pm[@]}" image exists "$base"; then
-        local sources=()
-        [ -f /etc/apt/sources.list.d/debian.sources ] && sources=(/etc/apt/sources.list.d/debian.sources)
+    slim=$cache/slim-$suite-$(cat "${sources[@]}" /dev/null | sha256sum | cut -c1-12).tar
+    if [ ! -s "$slim" ]; then
+        mkdir -p "$cache"
         mmdebstrap --variant=minbase "$suite" "$tmp/slim.tar" "${sources[@]}" > "$tmp/mmdebstrap.log" 2>&1 \
-            && "${pm[@]}" import "$tmp/slim.tar" "$base" > /dev/null 2>&1 \
             || { fail "a stand-in for $base"; tail -10 "$tmp/mmdebstrap.log"; return; }
+        find "$cache" -maxdepth 1 -name "slim-$suite-*.tar" -delete
+        mv "$tmp/slim.tar" "$slim"
         say "stood in for $base ($((SECONDS - started)) s)"
     fi
+    "${pm[@]}" import "$slim" "$base" > /dev/null 2>&1 || { fail "podman import $slim"; return; }
     local built=$SECONDS
-    if "${pm[@]}" build --layers --pull=never --network host "${limits[@]}" \
+    if "${pm[@]}" build --pull=never --network host "${limits[@]}" \
          -f "$deploy/docker/Dockerfile" --ignorefile "$deploy/docker/Dockerfile.dockerignore" \
          -t kgym:dockerfile-test "$src" > "$tmp/build.log" 2>&1; then
         ok "podman build -f deploy/docker/Dockerfile ($((SECONDS - built)) s)"
@@ -507,8 +512,6 @@ part_dockerfile() {
     fi
     if demo_in_image localhost/kgym:dockerfile-test; then ok "kgym demo in the Dockerfile's image: every example as expected"
     else fail "kgym demo in the Dockerfile's image"; fi
-    # Only the newest build's layers are kept.
-    "${pm[@]}" image prune --force > /dev/null 2>&1
 }
 
 # ---------------------------------------------------------------------------
@@ -651,10 +654,10 @@ slurm_run() {
     # The store: by default node-local ($TMPDIR, a directory standing for a
     # node's disk), saved to the submit directory at the end; the het job
     # gives KGYM_STATE_DIR (the override).
-    local store=(KGYM_STATE_DIR=$T/kstate-$label)
-    [ "$label" = sbatch ] && { mkdir -p "$T/local"; store=(TMPDIR=$T/local); }
-    job=$(cd "$T/run" && env "${store[@]}" KGYM_BROKER_HOST=$broker_host KGYM_BIN=$T/bin KGYM_BACKEND=cpu \
-          KGYM_CLIENT_PORT=$(free_port) KGYM_WORKER_PORT=$(free_port) KGYM_CACHE_DIR=$T/cache \
+    local store=("KGYM_STATE_DIR=$T/kstate-$label")
+    [ "$label" = sbatch ] && { mkdir -p "$T/local"; store=("TMPDIR=$T/local"); }
+    job=$(cd "$T/run" && env "${store[@]}" KGYM_BROKER_HOST="$broker_host" KGYM_BIN="$T/bin" KGYM_BACKEND=cpu \
+          KGYM_CLIENT_PORT="$(free_port)" KGYM_WORKER_PORT="$(free_port)" KGYM_CACHE_DIR="$T/cache" \
           KGYM_METRICS_PORT=$mport KGYM_WORKER_METRICS_PORT=0 sbatch --parsable --time=10 "$@")
     [ -n "$job" ] || { fail "$label: sbatch refused the script"; return; }
     say "$label: job $job"
