@@ -35,6 +35,8 @@ if apt-cache show libmsgpack-c-dev >/dev/null 2>&1; then pkgs+=(libmsgpack-c-dev
 # for the image built from Debian's packages (deploy/docker/mkimage.sh).
 if [ "$action" = test ]; then
     pkgs+=(prometheus slurm-wlm munge systemd util-linux bash-completion mmdebstrap umoci podman runc)
+    # The Python client's install test: pip install ./python into a venv.
+    pkgs+=(python3-venv python3-pip python3-setuptools)
     command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
 fi
 need_pkgs "${pkgs[@]}"

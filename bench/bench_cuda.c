@@ -10,8 +10,8 @@
 #include "kgym_config.h"
 #include "common_task.h"
 #include "worker_outcome.h"
-#include "worker_cuda.h"
-#include "worker_nvrtc.h"
+#include "cuda_backend.h"
+#include "cuda_nvrtc.h"
 #include "worker_cache.h"
 #include "cuda_msg.h"
 #include <math.h>
@@ -51,7 +51,7 @@ s_cache (const char *tag)
     return cache;
 }
 
-static worker_cuda_t *
+static cuda_backend_t *
 s_backend (worker_cache_t *cache, bool fresh)
 {
     worker_eval_config_t cfg;
@@ -59,9 +59,9 @@ s_backend (worker_cache_t *cache, bool fresh)
     cfg.backend = "cuda";
     cfg.fresh_runner = fresh;
     char err [512];
-    worker_cuda_t *cuda = worker_cuda_new (&cfg, cache, err, sizeof err);
+    cuda_backend_t *cuda = cuda_backend_new (&cfg, cache, err, sizeof err);
     if (!cuda) {
-        fprintf (stderr, "worker_cuda_new: %s\n", err);
+        fprintf (stderr, "cuda_backend_new: %s\n", err);
         exit (1);
     }
     return cuda;
@@ -69,7 +69,7 @@ s_backend (worker_cache_t *cache, bool fresh)
 
 //  Grade; returns the wall time of prepare + execute; *prep_s the prepare part.
 static double
-s_grade (worker_cuda_t *cuda, json_t *task, json_t *cand, json_t *eval, uint64_t seed,
+s_grade (cuda_backend_t *cuda, json_t *task, json_t *cand, json_t *eval, uint64_t seed,
          worker_outcome_t *out, double *prep_s)
 {
     json_t *job = json_pack ("{s:O, s:O}", "task", task, "candidate", cand);
@@ -83,10 +83,10 @@ s_grade (worker_cuda_t *cuda, json_t *task, json_t *cand, json_t *eval, uint64_t
     }
     worker_outcome_init (out);
     double t0 = cuda_now ();
-    worker_cuda_job_t *prep = worker_cuda_prepare (cuda, parsed, seed, out);
+    cuda_backend_job_t *prep = cuda_backend_prepare (cuda, parsed, seed, out);
     double t1 = cuda_now ();
     if (prep)
-        worker_cuda_execute (cuda, &prep, out);
+        cuda_backend_execute (cuda, &prep, out);
     double t2 = cuda_now ();
     if (prep_s)
         *prep_s = t1 - t0;
@@ -122,18 +122,18 @@ s_nvrtc (void)
         snprintf (src, sizeof src, "extern \"C\" __global__ void k%d(float *y, const float *x, int n)"
                   "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = 2.0f * x[i] + %d; }\n",
                   i, (int) getpid ());
-        worker_nvrtc_result_t res;
-        if (worker_nvrtc_compile (cache, "cuda", "k.cu", src, NULL, 0, "sm_90", 60, &res, err, sizeof err)) {
+        cuda_nvrtc_result_t res;
+        if (cuda_nvrtc_compile (cache, "cuda", "k.cu", src, NULL, 0, "sm_90", 60, &res, err, sizeof err)) {
             fprintf (stderr, "nvrtc: %s\n", err);
             exit (1);
         }
         cold [i] = res.seconds * 1e3;
-        worker_nvrtc_result_free (&res);
+        cuda_nvrtc_result_free (&res);
         if (i == 4)
             for (int h = 0; h < 200; h++) {
-                worker_nvrtc_compile (cache, "cuda", "k.cu", src, NULL, 0, "sm_90", 60, &res, err, sizeof err);
+                cuda_nvrtc_compile (cache, "cuda", "k.cu", src, NULL, 0, "sm_90", 60, &res, err, sizeof err);
                 hit [h] = res.seconds * 1e3;
-                worker_nvrtc_result_free (&res);
+                cuda_nvrtc_result_free (&res);
             }
     }
     printf ("BENCH nvrtc_cold_ms %.1f\nBENCH nvrtc_hit_ms %.3f\n", s_median (cold, 5), s_median (hit, 200));
@@ -149,15 +149,15 @@ s_runner (void)
     double start [3], cuinit [3];
     for (int i = 0; i < 3; i++) {
         double t0 = cuda_now ();
-        worker_cuda_t *cuda = s_backend (cache, false);
+        cuda_backend_t *cuda = s_backend (cache, false);
         double total = cuda_now () - t0;
-        worker_cuda_stats_t st;
-        worker_cuda_stats (cuda, &st);
+        cuda_backend_stats_t st;
+        cuda_backend_stats (cuda, &st);
         start [i] = st.last_start_s * 1e3;
         cuinit [i] = st.cuinit_s * 1e3;
-        printf ("runner start %d: worker_cuda_new %.0f ms (runner spawn->ready %.0f ms, cuInit+query %.0f ms)\n",
+        printf ("runner start %d: cuda_backend_new %.0f ms (runner spawn->ready %.0f ms, cuInit+query %.0f ms)\n",
                 i, total * 1e3, start [i], cuinit [i]);
-        worker_cuda_destroy (&cuda);
+        cuda_backend_destroy (&cuda);
     }
     printf ("BENCH runner_start_ms %.0f\nBENCH runner_cuinit_ms %.0f\n", s_median (start, 3), s_median (cuinit, 3));
     worker_cache_destroy (&cache);
@@ -173,9 +173,9 @@ s_overhead (void)
     json_t *cand = s_load ("gelu_f32", "candidates/naive.json");
     const char *names [] = { "default eval (3 trials, 2 warm-up, 10 timed)", "check only (1 trial)" };
     for (int reload = 1; reload >= 0; reload--) {
-        //  worker_cuda reads KGYM_CUDA_RELOAD when it is created.
+        //  cuda_backend reads KGYM_CUDA_RELOAD when it is created.
         setenv ("KGYM_CUDA_RELOAD", reload? "1": "0", 1);
-        worker_cuda_t *cuda = s_backend (cache, false);
+        cuda_backend_t *cuda = s_backend (cache, false);
         for (int e = 0; e < 2; e++) {
             json_t *eval = e? json_pack ("{s:i, s:b}", "trials", 1, "check_only", 1): NULL;
             enum { N = 60 };
@@ -208,7 +208,7 @@ s_overhead (void)
                     s_median (over, N));
             json_decref (eval);
         }
-        worker_cuda_destroy (&cuda);
+        cuda_backend_destroy (&cuda);
     }
     unsetenv ("KGYM_CUDA_RELOAD");
     json_decref (task);
@@ -220,12 +220,12 @@ static void
 s_throughput (void)
 {
     worker_cache_t *cache = s_cache ("throughput");
-    worker_cuda_t *cuda = s_backend (cache, false);
+    cuda_backend_t *cuda = s_backend (cache, false);
     const char *cands [] = { "naive", "optimised" };
     for (int round = 0; round < 3; round++) {
         if (round == 2) {
             //  The same, with trusted modules not reloaded after each candidate run.
-            worker_cuda_destroy (&cuda);
+            cuda_backend_destroy (&cuda);
             setenv ("KGYM_CUDA_RELOAD", "0", 1);
             cuda = s_backend (cache, false);
             unsetenv ("KGYM_CUDA_RELOAD");
@@ -256,7 +256,7 @@ s_throughput (void)
         if (round >= 1)
             printf ("BENCH jobs_per_s_reload%d %.1f\n", round == 1, jobs / took);
     }
-    worker_cuda_destroy (&cuda);
+    cuda_backend_destroy (&cuda);
     worker_cache_destroy (&cache);
 }
 
@@ -264,7 +264,7 @@ static void
 s_repeat (void)
 {
     worker_cache_t *cache = s_cache ("repeat");
-    worker_cuda_t *cuda = s_backend (cache, false);
+    cuda_backend_t *cuda = s_backend (cache, false);
     const char *cases [][2] = { { "gelu_f32", "optimised" }, { "softmax_f32", "optimised" },
                                 { "gemm_f16", "optimised" }, { "transpose_f32", "optimised" },
                                 { "rmsnorm_f32", "naive" }, { "layernorm_f32", "naive" } };
@@ -296,7 +296,7 @@ s_repeat (void)
     }
     printf ("BENCH repeat_worst_spread_pct %.2f\n", worst);
     json_decref (eval);
-    worker_cuda_destroy (&cuda);
+    cuda_backend_destroy (&cuda);
     worker_cache_destroy (&cache);
 }
 
@@ -336,7 +336,7 @@ s_relu (void)
     //  Cold: a new backend, empty cache (internal kernels and both programs compile).
     double t0 = cuda_now ();
     worker_cache_t *cache = s_cache ("relu");
-    worker_cuda_t *cuda = s_backend (cache, false);
+    cuda_backend_t *cuda = s_backend (cache, false);
     double t_new = cuda_now () - t0;
     for (int run = 0; run < 2; run++) {
         worker_outcome_t out;
@@ -357,7 +357,7 @@ s_relu (void)
     json_decref (task);
     json_decref (cand);
     json_decref (eval);
-    worker_cuda_destroy (&cuda);
+    cuda_backend_destroy (&cuda);
     worker_cache_destroy (&cache);
 }
 

@@ -6,7 +6,7 @@ set -eu
 cd "$(dirname "$0")/.."
 build=${1:-build}
 rm -rf .devbuild
-for d in broker worker client tests bench; do
+for d in broker worker worker/cpu worker/cuda client tests bench; do
     mkdir -p .devbuild/$d
     find "$build/$d" -maxdepth 1 -type f -perm -u+x ! -name '*.so' -exec cp {} .devbuild/$d/ \;
 done

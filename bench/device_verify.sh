@@ -10,8 +10,8 @@
 set -u
 export LD_LIBRARY_PATH=$PWD/.devlibs/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 B=$PWD/.devbuild
-export KGYM_SOURCE_DIR=$PWD KGYM_RUNNER=$B/worker/kgym-runner \
-       KGYM_CUDA_RUNNER=$B/worker/kgym-cuda-runner KGYM_NVRTC=$B/worker/kgym-nvrtc \
+export KGYM_SOURCE_DIR=$PWD KGYM_RUNNER=$B/worker/cpu/kgym-runner \
+       KGYM_CUDA_RUNNER=$B/worker/cuda/kgym-cuda-runner KGYM_NVRTC=$B/worker/cuda/kgym-nvrtc \
        KGYM_CACHE_DIR=$(mktemp -d)
 OUT=${OUT:-/tmp}
 steps=${*:-tests demo bench scaling}
@@ -19,13 +19,13 @@ nvidia-smi -L
 for step in $steps; do
     echo "=== $step"
     case $step in
-        tests)   (cd $B/tests && ./test_worker_cuda) 2>&1 | tee $OUT/gpu_tests.log | tail -n 60 ;;
+        tests)   (cd $B/tests && ./test_cuda_backend) 2>&1 | tee $OUT/gpu_tests.log | tail -n 60 ;;
         profile)
             (cd $B/tests && CK_RUN_CASE=profile CK_VERBOSITY=verbose timeout ${PROFILE_LIMIT:-240} \
-                stdbuf -oL ./test_worker_cuda) > $OUT/profile.log 2>&1
+                stdbuf -oL ./test_cuda_backend) > $OUT/profile.log 2>&1
             echo "profile case exit $?" >> $OUT/profile.log
             (cd $B/tests && CK_RUN_CASE=gpu CK_VERBOSITY=verbose timeout ${GPU_LIMIT:-280} \
-                stdbuf -oL ./test_worker_cuda) > $OUT/gpu.log 2>&1
+                stdbuf -oL ./test_cuda_backend) > $OUT/gpu.log 2>&1
             echo "gpu case exit $?" >> $OUT/gpu.log
             grep -hE "^(PROFILE|AGREE|HAND|NOOP|ROOF|OFF)|exit [0-9]|Checks|:F:|:E:" $OUT/profile.log
             grep -hE "split_|exit [0-9]|Checks|:F:|:E:" $OUT/gpu.log ;;

@@ -5,116 +5,102 @@
 */
 #include "client_admin.h"
 #include "client_kgym.h"
+#include "client_options.h"
 #include "proto_curve.h"
 #include "common_log.h"
 #include <getopt.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-//  Options shared by drain and fetch.
+//  Options of drain, fetch and keygen.
 typedef struct {
-    const char *broker;         //  --broker EP
-    const char *curve_secret;   //  --curve-secret FILE
-    const char *broker_key;     //  --broker-key FILE
+    client_options_t conn;      //  --broker, CURVE, --timeout S (the wait for the reply)
     const char *client_id;      //  --client-id ID (fetch)
     const char *tag;            //  --tag T (fetch)
     uint64_t job;               //  --job N (fetch)
-    double timeout_s;           //  --timeout S
     const char *name;           //  --name NAME (keygen)
 } s_options_t;
 
+//  The usage of command ("drain", "fetch", "keygen"; anything else: all three).
 static void
-s_usage (FILE *out)
+s_usage (FILE *out, const char *command)
 {
-    fprintf (out,
-        "usage: kgym drain  --broker EP [--curve-secret FILE --broker-key FILE] [--timeout S] WORKER...\n"
-        "       kgym fetch  --broker EP --client-id ID [--job N | --tag T] [--curve-secret FILE\n"
-        "                   --broker-key FILE] [--timeout S]\n"
-        "       kgym keygen [--name NAME] PATH      (writes PATH and PATH_secret)\n");
+    bool all = !streq (command, "drain") && !streq (command, "fetch") && !streq (command, "keygen");
+    if (all || streq (command, "drain"))
+        fprintf (out,
+            "usage: kgym drain --broker EP [--curve-secret FILE --broker-key FILE] [--timeout S]\n"
+            "                  WORKER...\n"
+            "  each named worker finishes the jobs it holds, takes no new ones, and leaves\n");
+    if (all || streq (command, "fetch"))
+        fprintf (out,
+            "usage: kgym fetch --broker EP --client-id ID [--job N | --tag T]\n"
+            "                  [--curve-secret FILE --broker-key FILE] [--timeout S]\n"
+            "  the kept results of a client's jobs, one JSON line each; its waiting jobs stay\n");
+    if (all || streq (command, "keygen"))
+        fprintf (out,
+            "usage: kgym keygen [--name NAME] PATH\n"
+            "  a CURVE certificate pair: PATH (public) and PATH_secret (mode 0600)\n");
+    if (!streq (command, "keygen"))
+        fprintf (out, "  --broker defaults to $KGYM_BROKER; --timeout S: the wait for the reply"
+                      " (default 10)\n");
 }
 
-//  Parse; 0, or 2 on a usage error (said on stderr). optind is left at the operands.
+//  Parse; 0, 1 after --help, or 2 on a usage error (said on stderr).
+//  optind is left at the operands.
 static int
 s_parse (int argc, char **argv, s_options_t *opts)
 {
     memset (opts, 0, sizeof (*opts));
-    opts->timeout_s = 10;
+    client_options_init (&opts->conn, argv [0], 10);
     static const struct option options [] = {
-        { "broker", required_argument, NULL, 'b' },
-        { "curve-secret", required_argument, NULL, 'S' },
-        { "broker-key", required_argument, NULL, 'K' },
+        CLIENT_OPTIONS_LONG,
         { "client-id", required_argument, NULL, 'i' },
         { "tag", required_argument, NULL, 'g' },
         { "job", required_argument, NULL, 'j' },
-        { "timeout", required_argument, NULL, 't' },
         { "name", required_argument, NULL, 'n' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
     optind = 0;
     int opt;
-    char *end;
     while ((opt = getopt_long (argc, argv, "h", options, NULL)) != -1) {
-        errno = 0;
+        int taken = client_options_take (&opts->conn, opt, optarg);
+        if (taken < 0)
+            return 2;
+        if (taken)
+            continue;
         switch (opt) {
-            case 'b': opts->broker = optarg; break;
-            case 'S': opts->curve_secret = optarg; break;
-            case 'K': opts->broker_key = optarg; break;
             case 'i': opts->client_id = optarg; break;
             case 'g': opts->tag = optarg; break;
             case 'n': opts->name = optarg; break;
             case 'j': {
-                unsigned long long value = strtoull (optarg, &end, 10);
-                if (errno || end == optarg || *end || optarg [0] == '-' || value == 0) {
-                    fprintf (stderr, "kgym %s: --job wants a job id, not '%s'\n", argv [0], optarg);
+                long long value;
+                if (client_options_int (argv [0], "--job", optarg, 1, INT64_MAX, &value))
                     return 2;
-                }
-                opts->job = value;
-                break;
-            }
-            case 't': {
-                double value = strtod (optarg, &end);
-                if (errno || end == optarg || *end || !(value > 0) || value > 3600) {
-                    fprintf (stderr, "kgym %s: --timeout wants seconds in (0, 3600], not '%s'\n",
-                             argv [0], optarg);
-                    return 2;
-                }
-                opts->timeout_s = value;
+                opts->job = (uint64_t) value;
                 break;
             }
             case 'h':
-                s_usage (stdout);
+                s_usage (stdout, argv [0]);
                 return 1;
             default:
-                s_usage (stderr);
+                s_usage (stderr, argv [0]);
                 return 2;
         }
     }
-    if (!opts->curve_secret != !opts->broker_key) {
-        fprintf (stderr, "kgym %s: --curve-secret and --broker-key go together\n", argv [0]);
-        return 2;
-    }
-    return 0;
+    return client_options_check (&opts->conn, false);
 }
 
 static client_kgym_t *
-s_connect (const s_options_t *opts, const char *command)
+s_connect (const s_options_t *opts)
 {
     client_kgym_config_t cfg;
     client_kgym_config_default (&cfg);
-    cfg.endpoint = opts->broker;
     cfg.client_id = opts->client_id;
-    cfg.curve_secret = opts->curve_secret;
-    cfg.broker_key = opts->broker_key;
     //  fetch borrows a trainer's id: leaving must not drop its waiting jobs.
     cfg.keep_jobs = opts->client_id != NULL;
-    char err [512];
-    client_kgym_t *client = client_kgym_new_config (&cfg, err, sizeof (err));
-    if (!client)
-        fprintf (stderr, "kgym %s: cannot connect to %s: %s\n", command, opts->broker, err);
-    return client;
+    return client_options_connect (&opts->conn, &cfg);
 }
 
 //  Wait for the reply to request ref: the DONE event (0), an ERROR (1, said),
@@ -123,18 +109,31 @@ static int
 s_wait_done (client_kgym_t *client, const s_options_t *opts, const char *command, uint64_t ref,
              const char *what, bool print, client_event_t *done)
 {
-    int64_t deadline = zclock_mono () + (int64_t) (opts->timeout_s * 1000);
+    int64_t deadline = zclock_mono () + (int64_t) (opts->conn.timeout_s * 1000);
     while (true) {
         int64_t left = deadline - zclock_mono ();
         client_event_t event;
         if (left <= 0 || client_kgym_recv (client, (int) left, &event)) {
             fprintf (stderr, "kgym %s: no answer from the broker at %s within %g s\n", command,
-                     opts->broker, opts->timeout_s);
+                     opts->conn.broker, opts->conn.timeout_s);
             return 1;
         }
         if (event.type == CLIENT_EVENT_DONE && event.ref == ref) {
             *done = event;
             return 0;
+        }
+        if (event.type == CLIENT_EVENT_REFUSED) {
+            fprintf (stderr, "kgym %s: the broker at %s: %s\n", command, opts->conn.broker,
+                     event.reason);
+            client_event_clear (&event);
+            return 1;
+        }
+        if (event.type == CLIENT_EVENT_ERROR && event.local && event.ref != ref) {
+            //  A kept result that does not decode: said, the fetch goes on.
+            fprintf (stderr, "kgym %s: job %llu: %s\n", command, (unsigned long long) event.job,
+                     event.reason);
+            client_event_clear (&event);
+            continue;
         }
         if (event.type == CLIENT_EVENT_ERROR && (event.ref == ref || event.ref == 0)) {
             fprintf (stderr, "kgym %s: %s: broker error %u: %s\n", command, what, event.code,
@@ -163,11 +162,11 @@ s_drain (int argc, char **argv)
     int usage = s_parse (argc, argv, &opts);
     if (usage)
         return usage == 1? 0: usage;
-    if (!opts.broker || optind >= argc) {
+    if (!opts.conn.broker || optind >= argc) {
         fprintf (stderr, "kgym drain: needs --broker EP and at least one WORKER name\n");
         return 2;
     }
-    client_kgym_t *client = s_connect (&opts, "drain");
+    client_kgym_t *client = s_connect (&opts);
     if (!client)
         return 1;
     int rc = 0;
@@ -196,12 +195,12 @@ s_fetch (int argc, char **argv)
     int usage = s_parse (argc, argv, &opts);
     if (usage)
         return usage == 1? 0: usage;
-    if (!opts.broker || !opts.client_id || optind < argc || (opts.job && opts.tag)) {
+    if (!opts.conn.broker || !opts.client_id || optind < argc || (opts.job && opts.tag)) {
         fprintf (stderr, "kgym fetch: needs --broker EP and --client-id ID, and at most one of"
                          " --job and --tag\n");
         return 2;
     }
-    client_kgym_t *client = s_connect (&opts, "fetch");
+    client_kgym_t *client = s_connect (&opts);
     if (!client)
         return 1;
     char err [256];
@@ -245,7 +244,7 @@ int
 client_admin_main (int argc, char **argv)
 {
     if (argc < 1 || !argv [0]) {
-        s_usage (stderr);
+        s_usage (stderr, "");
         return 2;
     }
     if (streq (argv [0], "drain"))
@@ -254,6 +253,6 @@ client_admin_main (int argc, char **argv)
         return s_fetch (argc, argv);
     if (streq (argv [0], "keygen"))
         return s_keygen (argc, argv);
-    s_usage (stderr);
+    s_usage (stderr, "");
     return 2;
 }

@@ -14,7 +14,8 @@
         Write a new CURVE key pair: PATH (the public certificate, to put in
         the broker's --trainer-keys or --worker-keys directory, or to give
         as --broker-key) and PATH_secret (mode 0600, for --curve-secret).
-    Spec: docs/protocol.md (DRAIN, FETCH, Security).
+    --broker defaults to $KGYM_BROKER; --help prints the subcommand's own
+    usage. Spec: docs/protocol.md (DRAIN, FETCH, Security).
 */
 #ifndef CLIENT_ADMIN_H
 #define CLIENT_ADMIN_H

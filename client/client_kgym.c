@@ -13,6 +13,12 @@
       - delivered: the set of job ids whose RESULT was handed out, so a
         result sent twice (once per connection) comes out once.
 
+    The monitor also watches the security handshake: a failure (a key the
+    broker refuses, CURVE on one side only, a wrong broker key) becomes one
+    REFUSED event, said again only after a handshake has succeeded. ERROR
+    503 (no connected worker serves the job's backend) is no error: the
+    job stays pending and it comes out as a NOTICE.
+
     Requests (FETCH, DRAIN, CANCEL, QUERY) are remembered by ref until
     their DONE, ANSWER or ERROR, so an ERROR about a request is never taken
     for one about a job, and a second ANSWER (to a query sent again) is
@@ -23,13 +29,18 @@
 #include "proto_mpk.h"
 #include "proto_curve.h"
 #include "common_log.h"
+#include <ctype.h>
 #include <time.h>
 #include <errno.h>
 #include <string.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <netdb.h>
+#include <sys/socket.h>
 
 #define CLIENT_BACKOFF_MAX_MS 32000     //  longest wait between new sockets while silent
 #define CLIENT_MAX_REQUESTS 65536       //  requests unanswered at once (a bound, not a goal)
+#define CLIENT_NO_DETAIL_LIMIT 2        //  handshakes failed without detail before REFUSED
 
 //  A job sent and not answered yet.
 typedef struct {
@@ -75,10 +86,15 @@ struct _client_kgym_t {
     bool heard;                 //  the broker has answered at least once
     bool connected_once;        //  this socket has been connected before
     bool resync_on_connect;     //  send pending jobs again at the next CONNECTED
+    bool refused;               //  a handshake failure was handed out (until one succeeds)
+    char refusal [PROTO_MAX_STR];//  its reason, while refused
+    unsigned no_detail;         //  handshakes failed without detail since the last success
     uint64_t reconnects;        //  resyncs done
     uint64_t duplicates;        //  replies dropped as seen before
     unsigned sockets;           //  sockets made (names the monitor endpoint)
 };
+
+static void s_send_error (client_kgym_t *self, int error, char *err, size_t errlen);
 
 static int64_t
 s_now_ms (void)
@@ -244,7 +260,7 @@ static int
 s_send_request (client_kgym_t *self, uint64_t ref, char *err, size_t errlen)
 {
     if (proto_msg_send (self->msg, self->sock)) {
-        snprintf (err, errlen, "cannot send: %s", zmq_strerror (errno));
+        s_send_error (self, errno, err, errlen);
         s_request_take (self, ref);
         return -1;
     }
@@ -312,8 +328,10 @@ s_socket_open (client_kgym_t *self, char *err, size_t errlen)
     char endpoint [96];
     snprintf (endpoint, sizeof (endpoint), "inproc://kgym-client-monitor-%p-%u", (void *) self,
               self->sockets++);
-    if (zmq_socket_monitor (zsock_resolve (self->sock), endpoint,
-                            ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) == -1
+    int events = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED
+               | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+               | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+    if (zmq_socket_monitor (zsock_resolve (self->sock), endpoint, events) == -1
     ||  zsock_connect (self->monitor, "%s", endpoint) == -1) {
         snprintf (err, errlen, "cannot monitor the socket: %s", zmq_strerror (zmq_errno ()));
         return -1;
@@ -331,15 +349,57 @@ s_socket_open (client_kgym_t *self, char *err, size_t errlen)
     return 0;
 }
 
-//  A connect event from the monitor.
-static void
-s_handle_monitor (client_kgym_t *self)
+//  Why a handshake failed, in words, into event (REFUSED); false when it is
+//  not yet worth saying (a failure without detail can be a dropped
+//  connection: said when it repeats).
+static bool
+s_refusal (client_kgym_t *self, uint16_t id, uint32_t value, client_event_t *event)
 {
-    zmsg_t *event = zmsg_recv (self->monitor);
-    zframe_t *frame = event? zmsg_first (event): NULL;
-    if (frame && zframe_size (frame) >= 2) {
+    bool curve = self->curve_secret != NULL;
+    if (id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && ++self->no_detail < CLIENT_NO_DETAIL_LIMIT)
+        return false;
+    if (self->refused)
+        return false;               //  said once until a handshake succeeds
+    self->refused = true;
+    event->type = CLIENT_EVENT_REFUSED;
+    event->code = value;
+    if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        snprintf (event->reason, sizeof (event->reason),
+                  "the broker refused our key (ZAP status %u): is our public certificate in "
+                  "its trainer keys directory?", value);
+    else
+    if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+        snprintf (event->reason, sizeof (event->reason), "%s",
+                  curve? "the broker does not use CURVE, and this client does"
+                       : "the broker requires CURVE (a secret certificate and the broker's key)");
+    else
+    if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+        snprintf (event->reason, sizeof (event->reason),
+                  "the %s handshake with the broker failed (ZMTP protocol error 0x%x)",
+                  curve? "CURVE": "ZMTP", value);
+    else
+        snprintf (event->reason, sizeof (event->reason), "%s",
+                  curve? "the CURVE handshake with the broker failed: is the broker key its "
+                         "public certificate, and does the broker use CURVE?"
+                       : "the handshake with the broker failed: it may require CURVE");
+    snprintf (self->refusal, sizeof (self->refusal), "%s", event->reason);
+    log_info ("client", "%s: %s", self->endpoint, event->reason);
+    return true;
+}
+
+//  An event from the monitor: connects (a resync after a reconnect) and
+//  handshakes. True when event was filled (REFUSED) to hand out.
+static bool
+s_handle_monitor (client_kgym_t *self, client_event_t *event)
+{
+    zmsg_t *msg = zmsg_recv (self->monitor);
+    zframe_t *frame = msg? zmsg_first (msg): NULL;
+    bool filled = false;
+    if (frame && zframe_size (frame) >= 6) {
         uint16_t id;
+        uint32_t value;
         memcpy (&id, zframe_data (frame), sizeof (id));
+        memcpy (&value, zframe_data (frame) + 2, sizeof (value));
         if (id == ZMQ_EVENT_CONNECTED) {
             if (self->connected_once || self->resync_on_connect)
                 s_resync (self);
@@ -349,8 +409,35 @@ s_handle_monitor (client_kgym_t *self)
         else
         if (id == ZMQ_EVENT_DISCONNECTED)
             log_info ("client", "lost the connection to the broker at %s", self->endpoint);
+        else
+        if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            self->refused = false;
+            self->no_detail = 0;
+        }
+        else
+            filled = s_refusal (self, id, value, event);
     }
-    zmsg_destroy (&event);
+    zmsg_destroy (&msg);
+    return filled;
+}
+
+//  Why a send failed, into err: a refused handshake when that is why (the
+//  monitor may not have been read yet: its events are read now, and a
+//  REFUSED kept for recv), else the socket's error.
+static void
+s_send_error (client_kgym_t *self, int error, char *err, size_t errlen)
+{
+    while (self->monitor && (zsock_events (self->monitor) & ZMQ_POLLIN)) {
+        client_event_t *event = (client_event_t *) calloc (1, sizeof (client_event_t));
+        if (!event)
+            break;
+        if (!s_handle_monitor (self, event) || zlist_append (self->deferred, event))
+            free (event);
+    }
+    if (self->refused)
+        snprintf (err, errlen, "cannot send: %s", self->refusal);
+    else
+        snprintf (err, errlen, "cannot send: %s", zmq_strerror (error));
 }
 
 //  --------------------------------------------------------------------------
@@ -364,13 +451,89 @@ client_kgym_config_default (client_kgym_config_t *cfg)
     cfg->liveness = 3;
 }
 
+int
+client_kgym_check_endpoint (const char *endpoint, bool resolve, char *err, size_t errlen)
+{
+    if (!endpoint || !*endpoint) {
+        snprintf (err, errlen, "no broker endpoint (tcp://HOST:PORT)");
+        return -1;
+    }
+    const char *scheme_end = strstr (endpoint, "://");
+    if (!scheme_end) {
+        snprintf (err, errlen, "'%s' names no transport: write tcp://%s", endpoint, endpoint);
+        return -1;
+    }
+    size_t scheme = (size_t) (scheme_end - endpoint);
+    const char *address = scheme_end + 3;
+    bool tcp = scheme == 3 && strncmp (endpoint, "tcp", 3) == 0;
+    if (!tcp && !(scheme == 3 && strncmp (endpoint, "ipc", 3) == 0)
+    &&  !(scheme == 6 && strncmp (endpoint, "inproc", 6) == 0)) {
+        snprintf (err, errlen, "'%s': unknown transport '%.*s' (tcp://HOST:PORT or ipc://PATH)",
+                  endpoint, (int) scheme, endpoint);
+        return -1;
+    }
+    if (!*address) {
+        snprintf (err, errlen, "'%s' names no address", endpoint);
+        return -1;
+    }
+    if (!tcp)
+        return 0;
+    //  [SOURCE;]HOST:PORT, HOST an IPv6 address in brackets or a name.
+    const char *semicolon = strrchr (address, ';');
+    if (semicolon)
+        address = semicolon + 1;
+    char host [256];
+    const char *port;
+    if (address [0] == '[') {
+        const char *close = strchr (address, ']');
+        if (!close || close [1] != ':') {
+            snprintf (err, errlen, "'%s': write an IPv6 host as tcp://[ADDRESS]:PORT", endpoint);
+            return -1;
+        }
+        snprintf (host, sizeof (host), "%.*s", (int) (close - address - 1), address + 1);
+        port = close + 2;
+    }
+    else {
+        const char *colon = strrchr (address, ':');
+        if (!colon) {
+            snprintf (err, errlen, "'%s' names no port: write tcp://%s:PORT", endpoint, address);
+            return -1;
+        }
+        snprintf (host, sizeof (host), "%.*s", (int) (colon - address), address);
+        port = colon + 1;
+    }
+    char *end;
+    long number = strtol (port, &end, 10);
+    if (!isdigit ((unsigned char) port [0]) || *end || number < 1 || number > 65535) {
+        snprintf (err, errlen, "'%s': the port '%s' is not a number 1..65535", endpoint, port);
+        return -1;
+    }
+    if (!host [0] || streq (host, "*")) {
+        snprintf (err, errlen, "'%s' names no host to connect to: write tcp://HOST:%s "
+                  "('*' is for binding)", endpoint, port);
+        return -1;
+    }
+    if (resolve) {
+        struct addrinfo hints, *found = NULL;
+        memset (&hints, 0, sizeof (hints));
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        int rc = getaddrinfo (host, NULL, &hints, &found);
+        if (rc) {
+            snprintf (err, errlen, "cannot resolve the host '%s' (DNS: %s)", host,
+                      rc == EAI_SYSTEM? strerror (errno): gai_strerror (rc));
+            return -1;
+        }
+        freeaddrinfo (found);
+    }
+    return 0;
+}
+
 client_kgym_t *
 client_kgym_new_config (const client_kgym_config_t *cfg, char *err, size_t errlen)
 {
-    if (!cfg || !cfg->endpoint) {
-        snprintf (err, errlen, "no broker endpoint");
+    if (!cfg || client_kgym_check_endpoint (cfg->endpoint, false, err, errlen))
         return NULL;
-    }
     if (!cfg->curve_secret != !cfg->broker_key) {
         snprintf (err, errlen, "CURVE needs both the client's secret certificate and the broker's key");
         return NULL;
@@ -563,7 +726,7 @@ client_kgym_submit_encoded_opts (client_kgym_t *self, uint64_t ref, const char *
     entry->cache = opts->cache;
     zhashx_insert (self->pending, &entry->ref, entry);
     if (s_send_job (self, entry, false)) {
-        snprintf (err, errlen, "cannot send: %s", zmq_strerror (errno));
+        s_send_error (self, errno, err, errlen);
         zhashx_delete (self->pending, &ref);
         return -1;
     }
@@ -617,7 +780,7 @@ client_kgym_retry (client_kgym_t *self, uint64_t ref, char *err, size_t errlen)
     entry->refused = false;
     if (s_send_job (self, entry, true)) {
         entry->refused = true;
-        snprintf (err, errlen, "cannot send: %s", zmq_strerror (errno));
+        s_send_error (self, errno, err, errlen);
         return -1;
     }
     return 0;
@@ -712,7 +875,7 @@ s_send_query (client_kgym_t *self, uint64_t ref, const char *data, size_t size,
     proto_msg_reset (self->msg, PROTO_HEARTBEAT);      //  drops the body
     self->last_sent_ms = s_now_ms ();
     if (rc) {
-        snprintf (err, errlen, "cannot send: %s", zmq_strerror (errno));
+        s_send_error (self, errno, err, errlen);
         return -1;
     }
     return 0;
@@ -783,7 +946,8 @@ s_result_event (client_kgym_t *self, client_event_t *event)
     if (!json_is_object (result)) {
         event->type = CLIENT_EVENT_ERROR;
         event->code = PROTO_ERR_MALFORMED;
-        snprintf (event->reason, sizeof (event->reason), "result body: %s",
+        event->local = true;
+        snprintf (event->reason, sizeof (event->reason), "malformed result body: %s",
                   result? "not a map": why);
         json_decref (result);
         return;
@@ -847,6 +1011,18 @@ s_handle_reply (client_kgym_t *self, client_event_t *event)
             return true;
         }
         case PROTO_ERROR: {
+            if (msg->code == CLIENT_NOTICE_NO_WORKER) {
+                //  Informational: the job stays queued, its entry stays here.
+                s_pending_t *entry = msg->ref? s_pending (self, msg->ref): NULL;
+                event->type = CLIENT_EVENT_NOTICE;
+                event->ref = msg->ref;
+                event->job = msg->job;
+                event->code = msg->code;
+                memcpy (event->reason, msg->reason, sizeof (event->reason));
+                if (entry)
+                    memcpy (event->backend, entry->backend, sizeof (event->backend));
+                return true;
+            }
             //  About a request (its ref is one), else about a job.
             if (msg->ref && !s_request_take (self, msg->ref)) {
                 s_pending_t *entry = s_pending (self, msg->ref);
@@ -880,6 +1056,7 @@ s_handle_reply (client_kgym_t *self, client_event_t *event)
             else {
                 event->type = CLIENT_EVENT_ERROR;
                 event->code = PROTO_ERR_MALFORMED;
+                event->local = true;
                 snprintf (event->reason, sizeof (event->reason), "answer body: %s", why);
             }
             return true;
@@ -893,6 +1070,7 @@ s_handle_reply (client_kgym_t *self, client_event_t *event)
             else {
                 event->type = CLIENT_EVENT_ERROR;
                 event->code = PROTO_ERR_MALFORMED;
+                event->local = true;
                 snprintf (event->reason, sizeof (event->reason), "summary of group %.64s: %s",
                           msg->group, why);
             }
@@ -963,7 +1141,8 @@ s_recv (client_kgym_t *self, int timeout_ms, client_event_t *event)
                 continue;
             }
             if (which == self->monitor) {
-                s_handle_monitor (self);
+                if (s_handle_monitor (self, event))
+                    return 0;
                 continue;
             }
         }
@@ -1050,6 +1229,11 @@ client_kgym_ask (client_kgym_t *self, json_t *query, int timeout_ms, char *err, 
         if (event->type == CLIENT_EVENT_ANSWER && event->ref == ref) {
             answer = event->answer;
             event->answer = NULL;
+            done = true;
+        }
+        else
+        if (event->type == CLIENT_EVENT_REFUSED) {
+            snprintf (err, errlen, "%s: %s", self->endpoint, event->reason);
             done = true;
         }
         else

@@ -7,8 +7,10 @@
     assigned), RESULT (the result object of docs/results.md, with "job",
     "queue_s" and "worker" added), ERROR, or DONE (the end of a fetch or a
     drain request). While idle, recv() sends a HEARTBEAT every heartbeat
-    interval, so a silent broker shows in silence_ms(). One thread owns an
-    instance.
+    interval, so a silent broker shows in silence_ms(). NOTICE (ERROR 503:
+    no worker serves the job's backend yet; it stays queued) and REFUSED
+    (the broker refused the security handshake) are events of their own,
+    apart from the fatal ERRORs. One thread owns an instance.
 
     What the broker knows (docs/protocol.md section 14): cancel() gives up
     a job (DONE with count 1 when it was cancelled now); query() sends a
@@ -67,8 +69,18 @@ typedef enum {
     CLIENT_EVENT_ERROR,         //  code, reason; ref (and job) when about a job, else 0
     CLIENT_EVENT_DONE,          //  a fetch, drain or cancel finished: ref, count, pending
     CLIENT_EVENT_ANSWER,        //  the answer to a query: ref, answer
-    CLIENT_EVENT_SUMMARY        //  a GRPO group ended: group, summary
+    CLIENT_EVENT_SUMMARY,       //  a GRPO group ended: group, summary
+    CLIENT_EVENT_NOTICE,        //  not an error, the job goes on: code (503), reason, ref,
+                                //  job, backend
+    CLIENT_EVENT_REFUSED        //  the connection's security handshake failed: code, reason
 } client_event_type_t;
+
+//  ERROR code the broker sends, after ACCEPTED, for a job no connected
+//  worker serves (docs/protocol.md 6.1): informational, the job stays
+//  queued; handed out as a NOTICE. If no worker of its backend joins in
+//  the broker's grace period, the job ends with a broker-made RESULT
+//  (status internal_error).
+#define CLIENT_NOTICE_NO_WORKER 503
 
 //  The result cache policy of a job (docs/protocol.md 14.1).
 typedef enum {
@@ -94,8 +106,11 @@ typedef struct {
     client_event_type_t type;   //  what came
     uint64_t ref;               //  the ref given to submit / fetch / drain (0: none)
     uint64_t job;               //  broker's job id (0: none)
-    uint32_t code;              //  ERROR: proto_err_t
-    char reason [PROTO_MAX_STR];//  ERROR: why
+    uint32_t code;              //  ERROR: proto_err_t; NOTICE: 503; REFUSED: the handshake
+                                //  failure's value (a ZAP status, a ZMTP protocol error)
+    char reason [PROTO_MAX_STR];//  ERROR, NOTICE, REFUSED: why
+    bool local;                 //  ERROR: made here, not sent by the broker (a reply whose
+                                //  body did not decode: a malformed result is its job's end)
     double queue_s;             //  RESULT: seconds queued at the broker
     char worker [PROTO_MAX_STR];//  RESULT: worker name
     json_t *result;             //  RESULT: result object (owned by the event)
@@ -104,11 +119,20 @@ typedef struct {
     json_t *answer;             //  ANSWER: the answer map (owned by the event)
     char group [PROTO_MAX_STR]; //  SUMMARY: the group
     json_t *summary;            //  SUMMARY: the group's summary map (owned by the event)
+    char backend [PROTO_MAX_STR];//  NOTICE: the job's backend, as it was submitted ("" unknown)
 } client_event_t;
+
+//  Whether endpoint is one a client can connect to: TRANSPORT://ADDRESS
+//  with tcp (HOST:PORT, PORT 1..65535, HOST not '*'), ipc or inproc; with
+//  resolve, a tcp host must also resolve (DNS). 0, or -1 with a reason that
+//  says what is wrong and how to write it.
+int client_kgym_check_endpoint (const char *endpoint, bool resolve, char *err, size_t errlen);
 
 //  Connect to the broker's client endpoint. NULL on failure (bad endpoint,
 //  bad certificates) with a reason. Connecting does not wait: an
-//  unreachable broker shows as no reply.
+//  unreachable broker shows as no reply, a broker that refuses the
+//  handshake (CURVE: a key it does not know, security on one side only) as
+//  a REFUSED event.
 client_kgym_t *client_kgym_new_config (const client_kgym_config_t *cfg, char *err, size_t errlen);
 
 //  The same with defaults (a random client id, no CURVE).
@@ -191,16 +215,22 @@ int client_kgym_query (client_kgym_t *self, uint64_t ref, json_t *query, char *e
 //  the answer map, or NULL with the reason in err (the broker's ERROR code
 //  and reason, no answer in time, interrupted). Sent again when the
 //  connection is made again meanwhile. Other events that come while it
-//  waits are kept for recv(), in their order.
+//  waits are kept for recv(), in their order; a REFUSED ends the wait (its
+//  reason in err).
 json_t *client_kgym_ask (client_kgym_t *self, json_t *query, int timeout_ms,
                          char *err, size_t errlen);
 
 //  Wait up to timeout_ms for the next reply. 0 with *event filled (release
 //  it with client_event_clear), or -1 when nothing came in time or the wait
-//  was interrupted. A RESULT or ANSWER whose body does not decode comes as
-//  an ERROR (code 400) carrying its ref (and job); a SUMMARY that does not
-//  as an ERROR 400 without a ref. An ANSWER to no query in flight (a
-//  second answer to a query sent again) is dropped as a duplicate.
+//  was interrupted. A RESULT whose body does not decode or is not a map
+//  comes as an ERROR 400 with local set, carrying its ref and job: that
+//  job's end (no other result of it is handed out). An ANSWER that does
+//  not decode is the same with its ref; a SUMMARY without a ref. ERROR 503
+//  comes as a NOTICE (the job stays pending, its result comes later); a
+//  failed security handshake as one REFUSED (again only after a handshake
+//  succeeded; one without detail only when it repeats). An ANSWER to no
+//  query in flight (a second answer to a query sent again) is dropped as a
+//  duplicate.
 int client_kgym_recv (client_kgym_t *self, int timeout_ms, client_event_t *event);
 
 //  Jobs submitted whose result has not come yet.

@@ -8,6 +8,7 @@
 */
 #include "client_query.h"
 #include "client_kgym.h"
+#include "client_options.h"
 #include "common_log.h"
 #include <getopt.h>
 #include <errno.h>
@@ -24,10 +25,7 @@
 //  Parsed options.
 typedef struct {
     const char *command;        //  argv [0]
-    const char *broker;         //  --broker EP
-    const char *curve_secret;   //  --curve-secret FILE
-    const char *broker_key;     //  --broker-key FILE
-    double timeout_s;           //  --timeout S
+    client_options_t conn;      //  --broker, CURVE, --timeout S (the wait for the answer)
     bool json;                  //  --json (workers, stats, cache)
     bool table;                 //  --table (job, jobs, results, tasks)
     bool watch;                 //  --watch (stats)
@@ -45,76 +43,69 @@ typedef struct {
     json_int_t job;             //  ID (job)
 } s_options_t;
 
-//  Which options each subcommand takes (the short codes of s_parse).
+//  Which options each subcommand takes (the short codes of s_parse), and
+//  its usage.
 typedef struct {
     const char *name;           //  subcommand
     const char *options;        //  option codes it takes besides the common ones
+    const char *usage;          //  its synopsis and what it prints
 } s_command_t;
 
 static const s_command_t s_commands [] = {
-    { "workers", "j" },
-    { "stats", "jw" },
-    { "job", "T" },
-    { "jobs", "gGXlrT" },
-    { "results", "klT" },
-    { "tasks", "BmT" },
-    { "cache", "j" },
+    { "workers", "j",
+      "usage: kgym workers --broker EP [--json]\n"
+      "  one row per worker: name, host, backend, device, state, capacity, results, faults,\n"
+      "  uptime, jobs held (--json: one JSON object per line)\n" },
+    { "stats", "jw",
+      "usage: kgym stats --broker EP [--json] [--watch [SECONDS]]\n"
+      "  queue by backend, jobs in flight, workers by state, rates, pass and cache hit rates\n"
+      "  (--json: one JSON line; --watch: again every SECONDS, default 2, until Ctrl-C)\n" },
+    { "job", "T",
+      "usage: kgym job --broker EP [--table] ID\n"
+      "  the job and its result as one JSON line (--table: columns); exit 1 for an unknown ID\n" },
+    { "jobs", "gGXlrT",
+      "usage: kgym jobs --broker EP (--tag T | --group G | --trajectory X) [--limit N] [--results]\n"
+      "                 [--table]\n"
+      "  the matching jobs, newest first, one JSON line each (--table: columns;\n"
+      "  --results: with their results); exit 1 when none matches\n" },
+    { "results", "klT",
+      "usage: kgym results --broker EP --task NAME [--limit N] [--table]\n"
+      "  the task's latest results, one JSON line each (--table: columns); exit 1 when the\n"
+      "  broker has none for that task\n" },
+    { "tasks", "BmT",
+      "usage: kgym tasks --broker EP [--band LO,HI] [--min-attempts N] [--table]\n"
+      "  per-task statistics, one JSON line per task (--table: columns); --band: only tasks\n"
+      "  whose pass rate is in [LO, HI]\n" },
+    { "cache", "j",
+      "usage: kgym cache stats --broker EP [--json]\n"
+      "  the broker's result cache: hit rate, entries, bytes, evictions (--json: one JSON line)\n"
+      "  (without --broker: the local compile cache, kgym cache --help)\n" },
 };
 
-static void
-s_usage (FILE *out)
+static const s_command_t *
+s_command (const char *name)
 {
-    fprintf (out,
-        "usage: kgym workers --broker EP [--json]\n"
-        "       kgym stats   --broker EP [--json] [--watch [SECONDS]]\n"
-        "       kgym job     --broker EP [--table] ID\n"
-        "       kgym jobs    --broker EP (--tag T | --group G | --trajectory X) [--limit N] [--results]\n"
-        "                    [--table]\n"
-        "       kgym results --broker EP --task NAME [--limit N] [--table]\n"
-        "       kgym tasks   --broker EP [--band LO,HI] [--min-attempts N] [--table]\n"
-        "       kgym cache stats --broker EP [--json]\n"
-        "  common: [--curve-secret FILE --broker-key FILE] [--timeout S]\n"
-        "  job, jobs, results and tasks print one JSON object per line (--table: columns);\n"
-        "  workers, stats and cache print a table (--json: JSON lines)\n");
+    for (size_t i = 0; i < sizeof (s_commands) / sizeof (s_commands [0]); i++)
+        if (streq (name, s_commands [i].name))
+            return &s_commands [i];
+    return NULL;
+}
+
+//  The usage of one subcommand (all of them when command is NULL).
+static void
+s_usage (FILE *out, const s_command_t *command)
+{
+    for (size_t i = 0; i < sizeof (s_commands) / sizeof (s_commands [0]); i++)
+        if (!command || command == &s_commands [i])
+            fputs (s_commands [i].usage, out);
+    fprintf (out, "  common: [--curve-secret FILE --broker-key FILE] [--timeout S] (default 10);\n"
+                  "  --broker defaults to $KGYM_BROKER\n");
 }
 
 bool
 client_query_handles (const char *command)
 {
-    for (size_t i = 0; i < sizeof (s_commands) / sizeof (s_commands [0]); i++)
-        if (streq (command, s_commands [i].name))
-            return true;
-    return false;
-}
-
-//  A non-negative integer option in [min, max]; 0, or 2 after a message.
-static int
-s_parse_int (const char *command, const char *option, const char *text, long long min,
-             long long max, json_int_t *value)
-{
-    char *end;
-    errno = 0;
-    long long number = strtoll (text, &end, 10);
-    if (errno || end == text || *end || number < min || number > max) {
-        fprintf (stderr, "kgym %s: %s wants an integer %lld..%lld, not '%s'\n", command, option,
-                 min, max, text);
-        return 2;
-    }
-    *value = (json_int_t) number;
-    return 0;
-}
-
-//  A real in [min, max]; 0, or -1.
-static int
-s_parse_real (const char *text, double min, double max, double *value)
-{
-    char *end;
-    errno = 0;
-    double number = strtod (text, &end);
-    if (errno || end == text || *end || !isfinite (number) || number < min || number > max)
-        return -1;
-    *value = number;
-    return 0;
+    return s_command (command) != NULL;
 }
 
 //  Parse; 0, 1 after --help, or 2 on a usage error (said on stderr).
@@ -123,21 +114,16 @@ s_parse (int argc, char **argv, s_options_t *opts)
 {
     memset (opts, 0, sizeof (*opts));
     opts->command = argv [0];
-    opts->timeout_s = 10;
+    client_options_init (&opts->conn, argv [0], 10);
     opts->watch_s = 2;
-    const char *takes = NULL;
-    for (size_t i = 0; i < sizeof (s_commands) / sizeof (s_commands [0]); i++)
-        if (streq (argv [0], s_commands [i].name))
-            takes = s_commands [i].options;
-    if (!takes) {
-        s_usage (stderr);
+    const s_command_t *self = s_command (argv [0]);
+    if (!self) {
+        s_usage (stderr, NULL);
         return 2;
     }
+    const char *takes = self->options;
     static const struct option options [] = {
-        { "broker", required_argument, NULL, 'b' },
-        { "curve-secret", required_argument, NULL, 'S' },
-        { "broker-key", required_argument, NULL, 'K' },
-        { "timeout", required_argument, NULL, 't' },
+        CLIENT_OPTIONS_LONG,
         { "json", no_argument, NULL, 'j' },
         { "table", no_argument, NULL, 'T' },
         { "watch", optional_argument, NULL, 'w' },
@@ -157,28 +143,23 @@ s_parse (int argc, char **argv, s_options_t *opts)
     int opt, index = 0;
     while ((opt = getopt_long (argc, argv, "h", options, &index)) != -1) {
         if (opt == '?') {
-            s_usage (stderr);
+            s_usage (stderr, self);
             return 2;
         }
+        int taken = client_options_take (&opts->conn, opt, optarg);
+        if (taken < 0)
+            return 2;
+        if (taken)
+            continue;
         if (strchr ("jTwgGXklrBm", opt) && !strchr (takes, opt)) {
             fprintf (stderr, "kgym %s: --%s is not an option of this command\n", command,
                      options [index].name);
             return 2;
         }
         switch (opt) {
-            case 'b': opts->broker = optarg; break;
-            case 'S': opts->curve_secret = optarg; break;
-            case 'K': opts->broker_key = optarg; break;
             case 'j': opts->json = true; break;
             case 'T': opts->table = true; break;
             case 'r': opts->results = true; break;
-            case 't':
-                if (s_parse_real (optarg, 0.001, 3600, &opts->timeout_s)) {
-                    fprintf (stderr, "kgym %s: --timeout wants seconds in (0, 3600], not '%s'\n",
-                             command, optarg);
-                    return 2;
-                }
-                break;
             case 'w': {
                 opts->watch = true;
                 //  "--watch 5" as well as "--watch=5": stats takes no operand,
@@ -186,11 +167,9 @@ s_parse (int argc, char **argv, s_options_t *opts)
                 const char *interval = optarg;
                 if (!interval && optind < argc && argv [optind][0] != '-')
                     interval = argv [optind++];
-                if (interval && s_parse_real (interval, 0.1, 86400, &opts->watch_s)) {
-                    fprintf (stderr, "kgym %s: --watch wants seconds in [0.1, 86400], not '%s'\n",
-                             command, interval);
+                if (interval && client_options_real (command, "--watch", interval, 0.1, false, 86400,
+                                                     "seconds", &opts->watch_s))
                     return 2;
-                }
                 break;
             }
             case 'g':
@@ -213,54 +192,63 @@ s_parse (int argc, char **argv, s_options_t *opts)
                 else
                     opts->task = optarg;
                 break;
-            case 'l':
-                if (s_parse_int (command, "--limit", optarg, 1, 10000, &opts->limit))
+            case 'l': {
+                long long value;
+                if (client_options_int (command, "--limit", optarg, 1, 10000, &value))
                     return 2;
+                opts->limit = (json_int_t) value;
                 break;
-            case 'm':
-                if (s_parse_int (command, "--min-attempts", optarg, 0, INT32_MAX, &opts->min_attempts))
+            }
+            case 'm': {
+                long long value;
+                if (client_options_int (command, "--min-attempts", optarg, 0, INT32_MAX, &value))
                     return 2;
+                opts->min_attempts = (json_int_t) value;
                 opts->min_given = true;
                 break;
+            }
             case 'B': {
                 char text [64];
                 snprintf (text, sizeof (text), "%s", optarg);
                 char *comma = strchr (text, ',');
                 if (comma)
                     *comma = 0;
-                if (!comma || s_parse_real (text, 0, 1, &opts->lo)
-                ||  s_parse_real (comma + 1, 0, 1, &opts->hi) || opts->lo > opts->hi) {
-                    fprintf (stderr, "kgym %s: --band wants LO,HI with 0 <= LO <= HI <= 1, not '%s'\n",
-                             command, optarg);
+                if (!comma) {
+                    fprintf (stderr, "kgym %s: --band wants LO,HI, not '%s'\n", command, optarg);
+                    return 2;
+                }
+                if (client_options_real (command, "--band's LO", text, 0, false, 1, "a number",
+                                         &opts->lo)
+                ||  client_options_real (command, "--band's HI", comma + 1, 0, false, 1, "a number",
+                                         &opts->hi))
+                    return 2;
+                if (opts->lo > opts->hi) {
+                    fprintf (stderr, "kgym %s: --band wants LO <= HI, not '%s'\n", command, optarg);
                     return 2;
                 }
                 opts->band = true;
                 break;
             }
             case 'h':
-                s_usage (stdout);
+                s_usage (stdout, self);
                 return 1;
             default:
-                s_usage (stderr);
+                s_usage (stderr, self);
                 return 2;
         }
     }
-    if (!opts->broker) {
-        fprintf (stderr, "kgym %s: --broker EP is required\n", command);
+    if (client_options_check (&opts->conn, true))
         return 2;
-    }
-    if (!opts->curve_secret != !opts->broker_key) {
-        fprintf (stderr, "kgym %s: --curve-secret and --broker-key go together\n", command);
-        return 2;
-    }
     int operands = argc - optind;
     if (streq (command, "job")) {
         if (operands != 1) {
             fprintf (stderr, "kgym job: needs one job ID\n");
             return 2;
         }
-        if (s_parse_int (command, "the job ID", argv [optind], 1, INT64_MAX, &opts->job))
+        long long value;
+        if (client_options_int (command, "the job ID", argv [optind], 1, INT64_MAX, &value))
             return 2;
+        opts->job = (json_int_t) value;
     }
     else
     if (streq (command, "cache")) {
@@ -504,6 +492,15 @@ s_column_cell (const char *key, json_t *value, char *cell, size_t size)
     return s_cell (value, cell, size);
 }
 
+//  An item's value under key; "result.KEY" is KEY of the item's result map.
+static json_t *
+s_item_value (json_t *item, const char *key)
+{
+    if (strncmp (key, "result.", 7) == 0)
+        return json_object_get (json_object_get (item, "result"), key + 7);
+    return json_object_get (item, key);
+}
+
 //  A table of the objects in list, one column per key.
 static void
 s_print_table (json_t *list, const char *const *keys, const char *const *headers, size_t columns)
@@ -516,7 +513,7 @@ s_print_table (json_t *list, const char *const *keys, const char *const *headers
         char cells [32][QUERY_CELL];
         const char *row [32];
         for (size_t c = 0; c < columns && c < 32; c++)
-            row [c] = s_column_cell (keys [c], json_object_get (item, keys [c]), cells [c],
+            row [c] = s_column_cell (keys [c], s_item_value (item, keys [c]), cells [c],
                                      QUERY_CELL);
         s_table_row (&table, row);
     }
@@ -633,7 +630,7 @@ s_print_stats (const s_options_t *opts, json_t *answer)
     json_t *value;
     json_object_foreach (queued, key, value)
         total += json_is_number (value)? json_number_value (value): 0;
-    printf ("broker     %s, up %s\n", opts->broker,
+    printf ("broker     %s, up %s\n", opts->conn.broker,
             s_duration (s_number (answer, "uptime_s"), a, sizeof (a)));
     printf ("queued     %.0f  (%s)\n", total, s_counts (queued, line, sizeof (line)));
     printf ("in flight  %s\n", s_cell (json_object_get (answer, "in_flight"), a, sizeof (a)));
@@ -660,6 +657,37 @@ s_print_cache (const s_options_t *opts, json_t *answer)
     return 0;
 }
 
+//  The columns of a job (`job --table`, `jobs --table`): the last two come
+//  from its result.
+#define QUERY_JOB_COLUMNS 14
+static const char *const s_job_keys [QUERY_JOB_COLUMNS] = {
+    "job", "state", "backend", "task", "tag", "group", "trajectory", "attempt", "worker",
+    "status", "cached", "queue_s", "result.reward", "result.speedup"
+};
+static const char *const s_job_headers [QUERY_JOB_COLUMNS] = {
+    "JOB", "STATE", "BACKEND", "TASK", "TAG", "GROUP", "TRAJECTORY", "ATTEMPT", "WORKER",
+    "STATUS", "CACHED", "QUEUE_S", "REWARD", "SPEEDUP"
+};
+
+//  An empty answer to a query that names something (a task, a tag, a group,
+//  a trajectory): the broker does not know it. 1 after the reason; 0 for
+//  a filter that simply matched nothing (tasks --band).
+static int
+s_nothing_found (const s_options_t *opts)
+{
+    if (streq (opts->command, "results"))
+        fprintf (stderr, "kgym results: no results for task '%s': the broker has graded no job"
+                         " of that task\n", opts->task);
+    else
+    if (streq (opts->command, "jobs"))
+        fprintf (stderr, "kgym jobs: the broker knows no job with %s '%s'\n",
+                 opts->tag? "tag": opts->group? "group": "trajectory",
+                 opts->tag? opts->tag: opts->group? opts->group: opts->trajectory);
+    else
+        return 0;
+    return 1;
+}
+
 //  A list answer: one JSON line per item, or a table of columns.
 static int
 s_print_items (const s_options_t *opts, json_t *answer, const char *key,
@@ -682,7 +710,7 @@ s_print_items (const s_options_t *opts, json_t *answer, const char *key,
         fprintf (stderr, "kgym %s: the newest %zu shown; there are more (--limit N, at most 10000)\n",
                  opts->command, json_array_size (list));
     }
-    return 0;
+    return json_array_size (list)? 0: s_nothing_found (opts);
 }
 
 static int
@@ -703,19 +731,17 @@ s_print_answer (const s_options_t *opts, json_t *answer)
         }
         if (!opts->table)
             return s_print_json (job)? 1: 0;
-        char *text = json_dumps (job, JSON_INDENT (2));
-        printf ("%s\n", text? text: "?");
-        free (text);
+        json_t *list = json_pack ("[O]", job);
+        if (!list)
+            return 1;
+        s_print_table (list, s_job_keys, s_job_headers, QUERY_JOB_COLUMNS);
+        json_decref (list);
         return 0;
     }
     if (streq (command, "jobs")) {
-        static const char *const keys [] = { "job", "state", "backend", "task", "tag", "group",
-                                             "trajectory", "attempt", "worker", "status", "cached",
-                                             "queue_s" };
-        static const char *const headers [] = { "JOB", "STATE", "BACKEND", "TASK", "TAG", "GROUP",
-                                                "TRAJECTORY", "ATTEMPT", "WORKER", "STATUS",
-                                                "CACHED", "QUEUE_S" };
-        return s_print_items (opts, answer, "jobs", keys, headers, 12);
+        //  The result's reward and speedup only when the answer has results.
+        size_t columns = opts->results? QUERY_JOB_COLUMNS: QUERY_JOB_COLUMNS - 2;
+        return s_print_items (opts, answer, "jobs", s_job_keys, s_job_headers, columns);
     }
     if (streq (command, "results")) {
         static const char *const keys [] = { "job", "status", "reward", "speedup", "worker",
@@ -757,7 +783,7 @@ int
 client_query_main (int argc, char **argv)
 {
     if (argc < 1 || !argv [0]) {
-        s_usage (stderr);
+        s_usage (stderr, NULL);
         return 2;
     }
     s_options_t opts;
@@ -765,20 +791,19 @@ client_query_main (int argc, char **argv)
     if (usage)
         return usage == 1? 0: usage;
     json_t *query = s_query (&opts);
+    if (!query) {
+        fprintf (stderr, "kgym %s: out of memory\n", opts.command);
+        return 1;
+    }
     client_kgym_config_t cfg;
     client_kgym_config_default (&cfg);
-    cfg.endpoint = opts.broker;
-    cfg.curve_secret = opts.curve_secret;
-    cfg.broker_key = opts.broker_key;
-    char err [512];
-    client_kgym_t *client = query? client_kgym_new_config (&cfg, err, sizeof (err)): NULL;
+    client_kgym_t *client = client_options_connect (&opts.conn, &cfg);
     if (!client) {
-        fprintf (stderr, "kgym %s: cannot connect to %s: %s\n", opts.command, opts.broker,
-                 query? err: "out of memory");
         json_decref (query);
         return 1;
     }
-    int timeout_ms = (int) (opts.timeout_s * 1000);
+    char err [512];
+    int timeout_ms = (int) (opts.conn.timeout_s * 1000);
     bool tty = isatty (STDOUT_FILENO);
     int rc = 0;
     for (unsigned round = 0; ; round++) {

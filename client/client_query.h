@@ -16,6 +16,8 @@
         blocks separated by a blank line.
     kgym job     --broker EP [--table] ID
     kgym jobs    --broker EP (--tag T | --group G | --trajectory X) [--limit N] [--results] [--table]
+        (--table of a job: its state, where it is, and with its result the
+        reward and speedup, as columns)
     kgym results --broker EP --task NAME [--limit N] [--table]
     kgym tasks   --broker EP [--band LO,HI] [--min-attempts N] [--table]
         JSON lines by default: one object per job / result / task, so they
@@ -26,11 +28,14 @@
         local compile cache: kgym_main.c).
 
     Every one takes --curve-secret FILE --broker-key FILE (CURVE to the
-    broker) and --timeout S (default 10). A query runs under a client id
-    of its own (a random one): it never touches a trainer's jobs. Exit 0 with the
-    answer printed; 1 with a one-line reason on stderr when the broker
-    answered an ERROR (404 unknown job, 400 bad query) or nothing in time;
-    2 on a usage error.
+    broker) and --timeout S (default 10); --broker defaults to
+    $KGYM_BROKER; --help prints the subcommand's own usage. A query runs
+    under a client id of its own (a random one): it never touches a
+    trainer's jobs. Exit 0 with the answer printed; 1 with a one-line
+    reason on stderr when the broker answered an ERROR (404 unknown job,
+    400 bad query), an empty list to a query that names something (results
+    of a task, jobs of a tag, group or trajectory: the broker does not know
+    it), refused the handshake, or nothing in time; 2 on a usage error.
 */
 #ifndef CLIENT_QUERY_H
 #define CLIENT_QUERY_H

@@ -14,6 +14,7 @@
 #include "client_submit.h"
 #include "client_format.h"
 #include "client_kgym.h"
+#include "client_options.h"
 #include "common_log.h"
 #include <getopt.h>
 #include <errno.h>
@@ -32,21 +33,19 @@
 #define SUBMIT_RETRY_MIN_MS 100         //  first wait before sending a refused job again
 #define SUBMIT_RETRY_MAX_MS 5000        //  longest wait between sends of a refused job
 #define SUBMIT_SUMMARY_WAIT_MS 2000     //  after the last result, wait this long at most for summaries
+#define SUBMIT_MAX_DEADLINE_S 604800.0  //  --deadline at most a week
 
 //  Parsed options.
 typedef struct {
-    const char *broker;         //  --broker EP
-    double timeout_s;           //  --timeout S (eval.timeout), when given
-    bool timeout_given;
+    client_options_t conn;      //  --broker, CURVE, --timeout S (eval.timeout, when given)
     uint64_t seed;              //  --seed N (eval.seed), when given
     bool seed_given;
     const char *tag;            //  --tag T, or NULL
     uint32_t window;            //  --window N: jobs in flight
     double connect_timeout_s;   //  --connect-timeout S: first contact
     double broker_timeout_s;    //  --broker-timeout S: a broker away (restarting) this long is lost
+    double deadline_s;          //  --deadline S: the whole run's limit (0: none)
     const char *client_id;      //  --client-id ID, or NULL (random)
-    const char *curve_secret;   //  --curve-secret FILE, or NULL
-    const char *broker_key;     //  --broker-key FILE, or NULL
     uint32_t heartbeat_ms;      //  --heartbeat MS
     const char *batch;          //  --batch FILE|-, or NULL
     bool table;                 //  --profile: readable blocks (stdout, or stderr with --json)
@@ -72,13 +71,12 @@ typedef struct {
     const s_options_t *opts;    //  borrowed
     json_t *task;               //  command-line form: the task
     int next_path;              //  command-line form: next candidate in opts->paths
-    FILE *batch;                //  batch form: the file
-    bool batch_stdin;           //  batch is stdin (not closed)
+    FILE *batch;                //  batch form: the file (a copy of stdin for "-")
     size_t lineno;              //  batch form: lines read
     char *line;                 //  getline buffer
     size_t linecap;             //  its size
     zhashx_t *tasks;            //  batch form: task path -> json_t
-    size_t total;               //  jobs in all, when known
+    size_t total;               //  jobs in all (counted by the check)
     bool total_known;           //  total is final
 } s_source_t;
 
@@ -87,8 +85,10 @@ typedef struct {
     char **labels;              //  ref -> candidate label while in flight
     size_t maxlabels;           //  entries allocated
     size_t submitted;           //  jobs sent
+    size_t inflight;            //  jobs sent without a result yet
     size_t accepted;            //  ACCEPTED seen
     size_t done;                //  results printed
+    size_t failed;              //  jobs that ended without a result of their own (s_fail_job)
     zhashx_t *failures;         //  status -> count (size_t stored in the pointer)
     uint64_t *refused;          //  refs the broker refused (busy), to send again
     size_t nrefused;            //  entries used
@@ -98,6 +98,7 @@ typedef struct {
     int64_t started_ms;         //  first submit
     int64_t progress_ms;        //  last redraw
     bool tty;                   //  stderr is a terminal
+    zhashx_t *noticed;          //  backends whose "no worker" notice was said
     zhashx_t *groups;           //  group -> 1 sent, 2 summarised (in the pointer)
     size_t unsummarised;        //  groups sent without a summary yet
 } s_run_t;
@@ -116,7 +117,8 @@ s_usage (FILE *out)
     fprintf (out,
         "usage: kgym submit --broker EP [options] TASK CANDIDATE...\n"
         "       kgym submit --broker EP [options] --batch FILE|-\n"
-        "  --broker EP            the broker's client endpoint (e.g. tcp://host:5555)\n"
+        "  --broker EP            the broker's client endpoint (e.g. tcp://host:5555);\n"
+        "                         default $KGYM_BROKER\n"
         "  --timeout S            eval.timeout: seconds the runs of one job may take\n"
         "  --seed N               eval.seed: input seed (default: fresh per job)\n"
         "  --tag T                tag echoed in results\n"
@@ -131,12 +133,15 @@ s_usage (FILE *out)
         "  --connect-timeout S    give up when the broker never answers (default 10)\n"
         "  --broker-timeout S     give up when a broker that answered is away longer (default 60);\n"
         "                         until then it reconnects and resends, each result printed once\n"
+        "  --deadline S           the whole run's limit: jobs without a result by then are named\n"
+        "                         on stderr and the exit status is 1\n"
         "  --client-id ID         stable client id (default: a random one)\n"
         "  --heartbeat MS         heartbeat interval towards the broker (default 1000)\n"
         "  --curve-secret FILE    own secret certificate (kgym keygen): CURVE to the broker\n"
         "  --broker-key FILE      the broker's public certificate (with --curve-secret)\n"
         "  --batch FILE|-         one job per line: {\"task\", \"candidate\", \"eval\", \"reward\", \"tag\"},\n"
-        "                         and optionally \"group\", \"group_size\", \"trajectory\", \"cache\"\n"
+        "                         and optionally \"group\", \"group_size\", \"trajectory\", \"cache\";\n"
+        "                         every line is checked before any is sent (a bad one: exit 2)\n"
         "  --profile              per result, the feedback and a per-kernel table instead of JSON lines\n"
         "  --json                 with --profile: JSON lines on stdout, the tables on stderr\n");
 }
@@ -226,8 +231,8 @@ s_make_job (const s_options_t *opts, json_t *task, json_t *candidate, json_t *li
     json_t *eval = json_object ();
     json_object_set_new (job, "task", task);
     json_object_set_new (job, "candidate", candidate);
-    if (opts->timeout_given)
-        json_object_set_new (eval, "timeout", json_real (opts->timeout_s));
+    if (opts->conn.timeout_given)
+        json_object_set_new (eval, "timeout", json_real (opts->conn.timeout_s));
     if (opts->seed_given)
         json_object_set_new (eval, "seed", json_integer ((json_int_t) opts->seed));
     json_object_set_new (job, "eval", eval);
@@ -328,8 +333,6 @@ s_next_batch (s_source_t *self, json_t **job, char **label, s_jobopts_t *jobopts
                 snprintf (err, errlen, "cannot read %s: %s", self->opts->batch, strerror (errno));
                 return -1;
             }
-            self->total = self->lineno;     //  counted as they were read
-            self->total_known = true;
             return 0;
         }
         size_t lineno = ++self->lineno;
@@ -410,7 +413,70 @@ s_source_next (s_source_t *self, json_t **job, char **label, s_jobopts_t *jobopt
     return *job? 1: -1;
 }
 
-//  Open the source; 0 or -1 with a reason.
+//  Back to the first job, after the check.
+static int
+s_source_rewind (s_source_t *self, char *err, size_t errlen)
+{
+    self->next_path = 1;
+    self->lineno = 0;
+    if (self->batch && fseek (self->batch, 0, SEEK_SET)) {
+        snprintf (err, errlen, "cannot read %s again: %s", self->opts->batch, strerror (errno));
+        return -1;
+    }
+    return 0;
+}
+
+//  Read every job once, as the run will, and keep none: a bad line or an
+//  unreadable file is found before anything is sent. Counts them.
+static int
+s_source_check (s_source_t *self, char *err, size_t errlen)
+{
+    size_t count = 0;
+    while (true) {
+        json_t *job = NULL;
+        char *label = NULL;
+        s_jobopts_t jobopts;
+        int got = s_source_next (self, &job, &label, &jobopts, err, errlen);
+        json_decref (job);
+        free (label);
+        if (got < 0)
+            return -1;
+        if (got == 0)
+            break;
+        count++;
+    }
+    self->total = count;
+    self->total_known = true;
+    return s_source_rewind (self, err, errlen);
+}
+
+//  Copy stdin to an unnamed file, so a batch from a pipe can be read twice
+//  (checked, then sent) in bounded memory.
+static FILE *
+s_stdin_copy (char *err, size_t errlen)
+{
+    FILE *copy = tmpfile ();
+    if (!copy) {
+        snprintf (err, errlen, "cannot make a temporary file for the batch: %s", strerror (errno));
+        return NULL;
+    }
+    char buffer [65536];
+    size_t size;
+    while ((size = fread (buffer, 1, sizeof (buffer), stdin)) > 0)
+        if (fwrite (buffer, 1, size, copy) != size) {
+            snprintf (err, errlen, "cannot keep the batch from stdin: %s", strerror (errno));
+            fclose (copy);
+            return NULL;
+        }
+    if (ferror (stdin) || fflush (copy) || fseek (copy, 0, SEEK_SET)) {
+        snprintf (err, errlen, "cannot read the batch from stdin: %s", strerror (errno));
+        fclose (copy);
+        return NULL;
+    }
+    return copy;
+}
+
+//  Open the source and check every job of it; 0 or -1 with a reason.
 static int
 s_source_open (s_source_t *self, const s_options_t *opts, char *err, size_t errlen)
 {
@@ -419,9 +485,9 @@ s_source_open (s_source_t *self, const s_options_t *opts, char *err, size_t errl
     if (!opts->batch) {
         self->task = s_load_json (opts->paths [0], err, errlen);
         self->next_path = 1;
-        self->total = (size_t) opts->npaths - 1;
-        self->total_known = true;
-        return self->task? 0: -1;
+        if (!self->task)
+            return -1;
+        return s_source_check (self, err, errlen);
     }
     self->tasks = zhashx_new ();
     if (!self->tasks) {
@@ -429,34 +495,23 @@ s_source_open (s_source_t *self, const s_options_t *opts, char *err, size_t errl
         return -1;
     }
     zhashx_set_destructor (self->tasks, s_json_free);
-    if (streq (opts->batch, "-")) {
-        self->batch = stdin;
-        self->batch_stdin = true;
-        return 0;
+    if (streq (opts->batch, "-"))
+        self->batch = s_stdin_copy (err, errlen);
+    else {
+        self->batch = fopen (opts->batch, "r");
+        if (!self->batch)
+            snprintf (err, errlen, "cannot read %s: %s", opts->batch, strerror (errno));
     }
-    self->batch = fopen (opts->batch, "r");
-    if (!self->batch) {
-        snprintf (err, errlen, "cannot read %s: %s", opts->batch, strerror (errno));
+    if (!self->batch)
         return -1;
-    }
-    //  A file can be counted up front, for the progress line.
-    size_t lines = 0;
-    ssize_t len;
-    while ((len = getline (&self->line, &self->linecap, self->batch)) >= 0)
-        if (strspn (self->line, " \t\r\n") != (size_t) len)
-            lines++;
-    if (fseek (self->batch, 0, SEEK_SET) == 0) {
-        self->total = lines;
-        self->total_known = true;
-    }
-    return 0;
+    return s_source_check (self, err, errlen);
 }
 
 static void
 s_source_close (s_source_t *self)
 {
     json_decref (self->task);
-    if (self->batch && !self->batch_stdin)
+    if (self->batch)
         fclose (self->batch);
     free (self->line);
     zhashx_destroy (&self->tasks);
@@ -572,23 +627,22 @@ static int
 s_parse (int argc, char **argv, s_options_t *opts)
 {
     memset (opts, 0, sizeof (*opts));
+    client_options_init (&opts->conn, "submit", 0);
     opts->window = 256;
     opts->connect_timeout_s = 10;
     opts->broker_timeout_s = 60;
     opts->heartbeat_ms = 1000;
     static const struct option options [] = {
-        { "broker", required_argument, NULL, 'b' },
-        { "timeout", required_argument, NULL, 't' },
+        CLIENT_OPTIONS_LONG,
         { "seed", required_argument, NULL, 's' },
         { "tag", required_argument, NULL, 'g' },
         { "window", required_argument, NULL, 'w' },
         { "connect-timeout", required_argument, NULL, 'c' },
         { "batch", required_argument, NULL, 'B' },
         { "broker-timeout", required_argument, NULL, 'T' },
+        { "deadline", required_argument, NULL, 'D' },
         { "client-id", required_argument, NULL, 'i' },
         { "heartbeat", required_argument, NULL, 'H' },
-        { "curve-secret", required_argument, NULL, 'S' },
-        { "broker-key", required_argument, NULL, 'K' },
         { "profile", no_argument, NULL, 'p' },
         { "json", no_argument, NULL, 'j' },
         { "group", required_argument, NULL, 'G' },
@@ -600,47 +654,34 @@ s_parse (int argc, char **argv, s_options_t *opts)
     };
     optind = 0;                 //  glibc: start over, whoever parsed before
     int opt;
-    char *end;
+    long long value;
     while ((opt = getopt_long (argc, argv, "h", options, NULL)) != -1) {
-        errno = 0;
+        int taken = client_options_take (&opts->conn, opt, optarg);
+        if (taken < 0)
+            return 2;
+        if (taken)
+            continue;
         switch (opt) {
-            case 'b':
-                opts->broker = optarg;
-                break;
-            case 't':
             case 'c':
-            case 'T': {
-                double value = strtod (optarg, &end);
-                if (errno || end == optarg || *end || !(value > 0) || value > 86400) {
-                    fprintf (stderr, "kgym submit: --%s wants seconds in (0, 86400], not '%s'\n",
-                             opt == 't'? "timeout": opt == 'c'? "connect-timeout": "broker-timeout",
-                             optarg);
+                if (client_options_real ("submit", "--connect-timeout", optarg, 0, true, 86400,
+                                         "seconds", &opts->connect_timeout_s))
                     return 2;
-                }
-                if (opt == 't' && value > 3600) {
-                    fprintf (stderr, "kgym submit: --timeout wants seconds in (0, 3600]\n");
-                    return 2;
-                }
-                if (opt == 't') {
-                    opts->timeout_s = value;
-                    opts->timeout_given = true;
-                }
-                else
-                if (opt == 'c')
-                    opts->connect_timeout_s = value;
-                else
-                    opts->broker_timeout_s = value;
                 break;
-            }
-            case 'H': {
-                unsigned long value = strtoul (optarg, &end, 10);
-                if (errno || end == optarg || *end || optarg [0] == '-' || value < 10 || value > 60000) {
-                    fprintf (stderr, "kgym submit: --heartbeat wants 10..60000 ms, not '%s'\n", optarg);
+            case 'T':
+                if (client_options_real ("submit", "--broker-timeout", optarg, 0, true, 86400,
+                                         "seconds", &opts->broker_timeout_s))
                     return 2;
-                }
+                break;
+            case 'D':
+                if (client_options_real ("submit", "--deadline", optarg, 0, true, SUBMIT_MAX_DEADLINE_S,
+                                         "seconds", &opts->deadline_s))
+                    return 2;
+                break;
+            case 'H':
+                if (client_options_int ("submit", "--heartbeat", optarg, 10, 60000, &value))
+                    return 2;
                 opts->heartbeat_ms = (uint32_t) value;
                 break;
-            }
             case 'i':
                 if (!*optarg || strlen (optarg) >= PROTO_MAX_STR) {
                     fprintf (stderr, "kgym submit: --client-id wants 1..%d bytes\n", PROTO_MAX_STR - 1);
@@ -648,22 +689,12 @@ s_parse (int argc, char **argv, s_options_t *opts)
                 }
                 opts->client_id = optarg;
                 break;
-            case 'S':
-                opts->curve_secret = optarg;
-                break;
-            case 'K':
-                opts->broker_key = optarg;
-                break;
-            case 's': {
-                unsigned long long value = strtoull (optarg, &end, 10);
-                if (errno || end == optarg || *end || optarg [0] == '-' || value > INT64_MAX) {
-                    fprintf (stderr, "kgym submit: --seed wants an integer 0..2^63-1, not '%s'\n", optarg);
+            case 's':
+                if (client_options_int ("submit", "--seed", optarg, 0, INT64_MAX, &value))
                     return 2;
-                }
-                opts->seed = value;
+                opts->seed = (uint64_t) value;
                 opts->seed_given = true;
                 break;
-            }
             case 'g':
                 if (strlen (optarg) > 256) {
                     fprintf (stderr, "kgym submit: --tag longer than 256 bytes\n");
@@ -683,17 +714,11 @@ s_parse (int argc, char **argv, s_options_t *opts)
                 else
                     opts->trajectory = optarg;
                 break;
-            case 'N': {
-                unsigned long value = strtoul (optarg, &end, 10);
-                if (errno || end == optarg || *end || optarg [0] == '-' || value < 1
-                ||  value > UINT32_MAX) {
-                    fprintf (stderr, "kgym submit: --group-size wants 1..%u, not '%s'\n",
-                             UINT32_MAX, optarg);
+            case 'N':
+                if (client_options_int ("submit", "--group-size", optarg, 1, UINT32_MAX, &value))
                     return 2;
-                }
                 opts->group_size = (uint32_t) value;
                 break;
-            }
             case 'C':
                 if (client_cache_policy_parse (optarg, &opts->cache)) {
                     fprintf (stderr, "kgym submit: --cache wants use, refresh or bypass, not '%s'\n",
@@ -707,15 +732,11 @@ s_parse (int argc, char **argv, s_options_t *opts)
             case 'j':
                 opts->json_lines = true;
                 break;
-            case 'w': {
-                unsigned long value = strtoul (optarg, &end, 10);
-                if (errno || end == optarg || *end || optarg [0] == '-' || value < 1 || value > 100000) {
-                    fprintf (stderr, "kgym submit: --window wants 1..100000, not '%s'\n", optarg);
+            case 'w':
+                if (client_options_int ("submit", "--window", optarg, 1, 100000, &value))
                     return 2;
-                }
                 opts->window = (uint32_t) value;
                 break;
-            }
             case 'B':
                 opts->batch = optarg;
                 break;
@@ -729,14 +750,8 @@ s_parse (int argc, char **argv, s_options_t *opts)
     }
     opts->paths = argv + optind;
     opts->npaths = argc - optind;
-    if (!opts->broker) {
-        fprintf (stderr, "kgym submit: --broker EP is required\n");
+    if (client_options_check (&opts->conn, true))
         return 2;
-    }
-    if (!opts->curve_secret != !opts->broker_key) {
-        fprintf (stderr, "kgym submit: --curve-secret and --broker-key go together\n");
-        return 2;
-    }
     if (opts->group_size && !opts->group) {
         fprintf (stderr, "kgym submit: --group-size goes with --group\n");
         return 2;
@@ -775,32 +790,171 @@ s_refused_add (s_run_t *run, uint64_t ref)
     return 0;
 }
 
+//  Print one result line (and the --profile block) for ref, whose job is
+//  then done. 0, or -1 with a reason when stdout fails.
+static int
+s_print_result (s_run_t *run, const s_options_t *opts, uint64_t ref, json_t *result,
+                char *err, size_t errlen)
+{
+    const char *label = run->labels [ref];
+    json_t *line = client_result_line (result, label);
+    char *text = line? json_dumps (line, JSON_COMPACT): NULL;
+    json_decref (line);
+    //  --profile alone: readable blocks on stdout; with --json, on stderr.
+    if (opts->table)
+        client_format_profile (result, label, opts->json_lines? stderr: stdout);
+    bool print = !opts->table || opts->json_lines;
+    int rc = 0;
+    if (!text || (print && printf ("%s\n", text) < 0) || fflush (stdout)) {
+        snprintf (err, errlen, "cannot write the result of %s", label);
+        rc = -1;
+    }
+    free (text);
+    s_count_failure (run, result);
+    zstr_free (&run->labels [ref]);
+    run->inflight--;
+    run->done++;
+    return rc;
+}
+
+//  An ERROR that ends a job of this run without a result: a result body
+//  that did not decode (made here) or the broker refusing the job. The job
+//  gets its line all the same (status internal_error, the reason as its
+//  message; reward null, so no trainer learns from it), a line on stderr,
+//  and counts as failed; the run goes on.
+static int
+s_fail_job (s_run_t *run, const s_options_t *opts, const client_event_t *event,
+            char *err, size_t errlen)
+{
+    char message [PROTO_MAX_STR + 64];
+    if (event->local)
+        snprintf (message, sizeof (message), "the broker sent a result that could not be read (%s)",
+                  event->reason);
+    else
+        snprintf (message, sizeof (message), "the broker refused the job: error %u: %s",
+                  event->code, event->reason);
+    if (run->tty)
+        fprintf (stderr, "\r\033[K");
+    fprintf (stderr, "kgym submit: %s: %s\n", run->labels [event->ref], message);
+    json_t *result = json_pack ("{s:s, s:n, s:n, s:s}", "status", "internal_error", "reward",
+                                "speedup", "message", message);
+    if (!result) {
+        snprintf (err, errlen, "out of memory");
+        return -1;
+    }
+    if (event->job)
+        json_object_set_new (result, "job", json_integer ((json_int_t) event->job));
+    run->failed++;
+    int rc = s_print_result (run, opts, event->ref, result, err, errlen);
+    json_decref (result);
+    return rc;
+}
+
+//  A NOTICE (503: no worker serves the job's backend yet): said once per
+//  backend; the job stays in flight and its result comes later.
+static void
+s_notice (s_run_t *run, const client_event_t *event)
+{
+    const char *backend = event->backend [0]? event->backend: "(unknown backend)";
+    if (zhashx_lookup (run->noticed, backend))
+        return;
+    zhashx_insert (run->noticed, backend, (void *) 1);
+    if (run->tty)
+        fprintf (stderr, "\r\033[K");
+    fprintf (stderr, "kgym submit: %s (still waiting)\n", event->reason);
+}
+
+//  One event of the run. 0, or -1 with a reason when the run must stop.
+static int
+s_handle_event (s_run_t *run, const s_options_t *opts, client_event_t *event,
+                char *err, size_t errlen)
+{
+    bool ours = event->ref && event->ref < run->maxlabels && run->labels [event->ref];
+    switch (event->type) {
+        case CLIENT_EVENT_ACCEPTED:
+            run->accepted++;
+            run->retry_ms = 0;
+            return 0;
+        case CLIENT_EVENT_RESULT:
+            //  Only a job of this run still in flight is printed: each once.
+            return ours? s_print_result (run, opts, event->ref, event->result, err, errlen): 0;
+        case CLIENT_EVENT_SUMMARY:
+            s_summary (run, event->group, event->summary);
+            return 0;
+        case CLIENT_EVENT_NOTICE:
+            s_notice (run, event);
+            return 0;
+        case CLIENT_EVENT_REFUSED:
+            snprintf (err, errlen, "the broker at %s: %s", opts->conn.broker, event->reason);
+            return -1;
+        case CLIENT_EVENT_ERROR: {
+            bool busy = event->code == PROTO_ERR_OVERLOADED || event->code == PROTO_ERR_INTERNAL;
+            if (busy && ours) {
+                //  Busy (or it could not store the job): no fault of the job. Later.
+                log_debug ("client", "%s: broker busy (%u: %s), will send again",
+                           s_label (run, event->ref), event->code, event->reason);
+                if (s_refused_add (run, event->ref)) {
+                    snprintf (err, errlen, "out of memory");
+                    return -1;
+                }
+                return 0;
+            }
+            if (busy && event->ref)
+                return 0;           //  about a job already answered: nothing to do
+            if (ours)
+                return s_fail_job (run, opts, event, err, errlen);
+            if (event->ref)
+                snprintf (err, errlen, "%s: broker error %u: %s", s_label (run, event->ref),
+                          event->code, event->reason);
+            else
+                snprintf (err, errlen, "broker error %u: %s", event->code, event->reason);
+            return -1;
+        }
+        default:
+            return 0;
+    }
+}
+
+//  The deadline passed: say which jobs have no result (and how many were
+//  never sent). Their DISCONNECT drops the queued ones at the broker.
+static void
+s_report_unfinished (s_run_t *run, const s_source_t *source, const s_options_t *opts,
+                     char *err, size_t errlen)
+{
+    if (run->tty)
+        fprintf (stderr, "\r\033[K");
+    for (size_t ref = 1; ref < run->maxlabels; ref++)
+        if (run->labels [ref])
+            fprintf (stderr, "kgym submit: no result for %s within the deadline\n", run->labels [ref]);
+    size_t unsent = source->total > run->submitted? source->total - run->submitted: 0;
+    snprintf (err, errlen, "deadline of %g s passed: %zu of %zu job(s) unfinished (%zu never sent)",
+              opts->deadline_s, run->inflight + unsent, source->total, unsent);
+}
+
 //  The loop: keep the window full, print results as they come. 0 or -1 with a reason.
 static int
 s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, size_t errlen)
 {
     client_kgym_config_t cfg;
     client_kgym_config_default (&cfg);
-    cfg.endpoint = opts->broker;
     cfg.client_id = opts->client_id;
-    cfg.curve_secret = opts->curve_secret;
-    cfg.broker_key = opts->broker_key;
     cfg.heartbeat_ms = opts->heartbeat_ms;
     char why [512];
-    client_kgym_t *client = client_kgym_new_config (&cfg, why, sizeof (why));
+    client_kgym_t *client = client_options_connect (&opts->conn, &cfg);
     if (!client) {
-        snprintf (err, errlen, "cannot connect to %s: %s", opts->broker, why);
+        err [0] = 0;            //  said
         return -1;
     }
     int rc = 0;
-    size_t inflight = 0;
     bool end = false;
     uint64_t next_ref = 1;
     run->started_ms = s_now_ms ();
+    int64_t deadline_ms = opts->deadline_s > 0?
+                          run->started_ms + (int64_t) (opts->deadline_s * 1000): INT64_MAX;
     double silence_limit_s = opts->broker_timeout_s > SUBMIT_MIN_SILENCE_S?
                              opts->broker_timeout_s: SUBMIT_MIN_SILENCE_S;
     while (rc == 0) {
-        while (!end && inflight < opts->window) {
+        while (!end && run->inflight < opts->window) {
             json_t *job = NULL;
             char *label = NULL;
             s_jobopts_t jobopts;
@@ -834,11 +988,16 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
             json_decref (job);
             if (rc)
                 break;
-            inflight++;
+            run->inflight++;
             run->submitted++;
         }
-        if (rc || inflight == 0)
+        if (rc || run->inflight == 0)
             break;
+        if (s_now_ms () >= deadline_ms) {
+            s_report_unfinished (run, source, opts, err, errlen);
+            rc = -1;
+            break;
+        }
         if (run->nrefused && s_now_ms () >= run->retry_at_ms) {
             //  The broker was busy: the jobs it refused go again (the library kept them).
             size_t n = run->nrefused;
@@ -850,12 +1009,12 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
         }
 
         client_event_t event;
-        int wait_ms = 200;
-        if (run->nrefused) {
-            int64_t left = run->retry_at_ms - s_now_ms ();
-            wait_ms = left < 0? 0: left < wait_ms? (int) left: wait_ms;
-        }
-        if (client_kgym_recv (client, wait_ms, &event)) {
+        int64_t wait_ms = 200;
+        if (run->nrefused && run->retry_at_ms - s_now_ms () < wait_ms)
+            wait_ms = run->retry_at_ms - s_now_ms ();
+        if (deadline_ms - s_now_ms () < wait_ms)
+            wait_ms = deadline_ms - s_now_ms ();
+        if (client_kgym_recv (client, wait_ms > 0? (int) wait_ms: 0, &event)) {
             if (zsys_interrupted) {
                 snprintf (err, errlen, "interrupted");
                 rc = -1;
@@ -864,80 +1023,28 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
             if (!client_kgym_heard (client)
             &&  s_now_ms () - run->started_ms > (int64_t) (opts->connect_timeout_s * 1000)) {
                 snprintf (err, errlen, "no reply from the broker at %s within %g s",
-                          opts->broker, opts->connect_timeout_s);
+                          opts->conn.broker, opts->connect_timeout_s);
                 rc = -1;
             }
             else
             if (client_kgym_heard (client)
             &&  client_kgym_silence_ms (client) > (int64_t) (silence_limit_s * 1000)) {
                 snprintf (err, errlen, "the broker at %s stopped answering (%g s)",
-                          opts->broker, silence_limit_s);
+                          opts->conn.broker, silence_limit_s);
                 rc = -1;
             }
             s_progress (run, source, false);
             continue;
         }
-        if (event.type == CLIENT_EVENT_ACCEPTED) {
-            run->accepted++;
-            run->retry_ms = 0;
-        }
-        else
-        if (event.type == CLIENT_EVENT_RESULT) {
-            //  Only a job of this run still in flight is printed: each once.
-            if (event.ref < run->maxlabels && run->labels [event.ref]) {
-                json_t *line = client_result_line (event.result, run->labels [event.ref]);
-                char *text = line? json_dumps (line, JSON_COMPACT): NULL;
-                json_decref (line);
-                //  --profile alone: readable blocks on stdout; with --json, on stderr.
-                if (opts->table)
-                    client_format_profile (event.result, run->labels [event.ref],
-                                           opts->json_lines? stderr: stdout);
-                bool print = !opts->table || opts->json_lines;
-                if (!text || (print && printf ("%s\n", text) < 0) || fflush (stdout)) {
-                    snprintf (err, errlen, "cannot write the result of %s", s_label (run, event.ref));
-                    rc = -1;
-                }
-                free (text);
-                s_count_failure (run, event.result);
-                zstr_free (&run->labels [event.ref]);
-                inflight--;
-                run->done++;
-            }
-        }
-        else
-        if (event.type == CLIENT_EVENT_SUMMARY)
-            s_summary (run, event.group, event.summary);
-        else
-        if (event.type == CLIENT_EVENT_ERROR) {
-            bool busy = event.code == PROTO_ERR_OVERLOADED || event.code == PROTO_ERR_INTERNAL;
-            bool ours = event.ref && event.ref < run->maxlabels && run->labels [event.ref];
-            if (busy && ours) {
-                //  Busy (or it could not store the job): no fault of the job. Later.
-                log_debug ("client", "%s: broker busy (%u: %s), will send again",
-                           s_label (run, event.ref), event.code, event.reason);
-                if (s_refused_add (run, event.ref)) {
-                    snprintf (err, errlen, "out of memory");
-                    rc = -1;
-                }
-            }
-            else
-            if (busy && event.ref)
-                ;                   //  about a job already answered: nothing to do
-            else {
-                if (event.ref)
-                    snprintf (err, errlen, "%s: broker error %u: %s", s_label (run, event.ref),
-                              event.code, event.reason);
-                else
-                    snprintf (err, errlen, "broker error %u: %s", event.code, event.reason);
-                rc = -1;
-            }
-        }
+        rc = s_handle_event (run, opts, &event, err, errlen);
         client_event_clear (&event);
         s_progress (run, source, false);
     }
     //  A group's summary comes right after its last result: wait for those
-    //  of the groups sent, a little.
+    //  of the groups sent, a little (never past the deadline).
     int64_t until = s_now_ms () + SUBMIT_SUMMARY_WAIT_MS;
+    if (until > deadline_ms)
+        until = deadline_ms;
     while (rc == 0 && run->unsummarised && !zsys_interrupted && s_now_ms () < until) {
         client_event_t event;
         if (client_kgym_recv (client, (int) (until - s_now_ms ()), &event))
@@ -945,6 +1052,11 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
         if (event.type == CLIENT_EVENT_SUMMARY)
             s_summary (run, event.group, event.summary);
         client_event_clear (&event);
+    }
+    if (rc == 0 && run->failed) {
+        snprintf (err, errlen, "%zu of %zu job(s) got no result of their own (said above; their"
+                  " lines have status internal_error)", run->failed, run->done);
+        rc = -1;
     }
     if (client_kgym_reconnects (client))
         fprintf (stderr, "kgym submit: reconnected %llu time(s); %llu duplicate repl%s dropped\n",
@@ -966,28 +1078,34 @@ client_submit_main (int argc, char **argv)
     char err [1024] = "";
     s_source_t source;
     if (s_source_open (&source, &opts, err, sizeof (err))) {
-        fprintf (stderr, "kgym submit: %s\n", err);
+        fprintf (stderr, "kgym submit: %s (nothing was sent)\n", err);
         s_source_close (&source);
-        return 1;
+        return 2;
     }
     s_run_t run;
     memset (&run, 0, sizeof (run));
     run.tty = isatty (STDERR_FILENO);
     run.failures = zhashx_new ();
     run.groups = zhashx_new ();
-    int rc = run.failures && run.groups? s_run (&run, &source, &opts, err, sizeof (err)): -1;
+    run.noticed = zhashx_new ();
+    int rc = -1;
+    if (run.failures && run.groups && run.noticed)
+        rc = s_run (&run, &source, &opts, err, sizeof (err));
+    else
+        snprintf (err, sizeof (err), "out of memory");
     if (run.tty && run.submitted) {
         s_progress (&run, &source, true);
         fputc ('\n', stderr);
     }
-    if (rc)
-        fprintf (stderr, "kgym submit: %s\n", err [0]? err: "out of memory");
+    if (rc && err [0])          //  empty: said already
+        fprintf (stderr, "kgym submit: %s\n", err);
     for (size_t i = 0; i < run.maxlabels; i++)
         free (run.labels [i]);
     free (run.labels);
     free (run.refused);
     zhashx_destroy (&run.failures);
     zhashx_destroy (&run.groups);
+    zhashx_destroy (&run.noticed);
     s_source_close (&source);
     return rc? 1: 0;
 }

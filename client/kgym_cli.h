@@ -1,4 +1,6 @@
-/*  kgym_cli - pieces the kgym subcommands share.  */
+/*  kgym_cli - pieces the kgym subcommands that grade locally share
+    (`kgym eval`, `kgym demo`): a job from its parts, a JSON file loaded
+    with its reason said.  */
 #ifndef KGYM_CLI_H
 #define KGYM_CLI_H
 
@@ -9,8 +11,5 @@ json_t *kgym_cli_job (json_t *task, json_t *candidate, json_t *eval);
 
 //  Load a JSON file (16 MiB bound); NULL after a one-line reason on stderr.
 json_t *kgym_cli_load (const char *path, const char *what);
-
-//  `kgym demo`.
-int kgym_demo_main (int argc, char **argv);
 
 #endif

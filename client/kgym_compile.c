@@ -1,19 +1,15 @@
 /*  kgym_compile - `kgym compile`: compile candidates without running them.
 
     A thin front: parse options, load the task, then per candidate parse,
-    check against the task and compile through the backend's compiler
-    class (worker_nvrtc or worker_cc), printing one JSON line each.
+    check against the task and compile through the task's backend
+    (worker_backend.h: its compile), printing one JSON line each.
 */
 #include "kgym_compile.h"
 #include "kgym_config.h"
+#include "client_options.h"
 #include "common_task.h"
 #include "worker_cache.h"
-#include "worker_cc.h"
-#include "worker_sandbox.h"
-#if KGYM_HAVE_CUDA
-#include "worker_cuda.h"
-#include "worker_nvrtc.h"
-#endif
+#include "worker_registry.h"
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -23,9 +19,11 @@
 #define MAX_JSON (16u << 20)
 
 static void
-s_usage (void)
+s_usage (FILE *out)
 {
-    fprintf (stderr, "usage: kgym compile TASK CANDIDATE... [--arch sm_XX] [--cache PATH] [--timeout S]\n");
+    fprintf (out, "usage: kgym compile TASK CANDIDATE... [--arch sm_XX] [--cache PATH] [--timeout S]\n"
+                  "  compile without running: one JSON line per candidate with status, log and cache\n"
+                  "  key; --timeout S: seconds per compile, in (0, 600] (default 30)\n");
 }
 
 //  Print one result line; log may be NULL.
@@ -46,55 +44,6 @@ s_print (const char *candidate, const char *status, const char *log, const char 
     json_decref (line);
 }
 
-//  Compile one candidate of a cuda task. Returns true when it compiled.
-static bool
-s_compile_cuda (worker_cache_t *cache, const char *path, const common_program_t *prog,
-                const char *arch, double timeout_s)
-{
-#if KGYM_HAVE_CUDA
-    worker_nvrtc_result_t res;
-    char err [512] = "";
-    int rc = worker_nvrtc_compile (cache, prog->lang, "candidate.cu", prog->source, prog->options,
-                                   prog->noptions, arch, timeout_s, &res, err, sizeof err);
-    const char *status = rc == NVRTC_OK? "ok": rc == NVRTC_COMPILE_ERROR || rc == NVRTC_TIMEOUT
-                       ? "compile_error": rc == NVRTC_INVALID? "invalid": "internal_error";
-    const char *log = rc == NVRTC_OK || rc == NVRTC_COMPILE_ERROR? res.log: err;
-    s_print (path, status, log, res.key, res.cache_hit, res.seconds, arch);
-    worker_nvrtc_result_free (&res);
-    return rc == NVRTC_OK;
-#else
-    (void) cache; (void) prog; (void) timeout_s;
-    s_print (path, "invalid", "this build has no CUDA backend", "", false, 0, arch);
-    return false;
-#endif
-}
-
-static bool
-s_compile_cpu (worker_cache_t *cache, const char *path, const common_program_t *prog, double timeout_s)
-{
-    char err [512] = "";
-    if (worker_cc_check_options (prog->options, prog->noptions, err, sizeof err)) {
-        s_print (path, "invalid", err, "", false, 0, NULL);
-        return false;
-    }
-    worker_sandbox_config_t sandbox;
-    worker_sandbox_config_default (&sandbox);
-    worker_cc_result_t res;
-    memset (&res, 0, sizeof res);
-    int rc = worker_cc_compile (cache, &sandbox, prog->source, prog->options, prog->noptions,
-                                timeout_s, &res, err, sizeof err);
-    const char *status = rc == 0? "ok": rc == 1 || rc == 2? "compile_error": "internal_error";
-    char timeout_log [64];
-    const char *log = rc == 0 || rc == 1? res.log: err;
-    if (rc == 2 && !*err) {
-        snprintf (timeout_log, sizeof timeout_log, "compile timed out after %g s", timeout_s);
-        log = timeout_log;
-    }
-    s_print (path, status, log, res.key, res.cache_hit, res.seconds, NULL);
-    worker_cc_result_free (&res);
-    return rc == 0;
-}
-
 int
 kgym_compile_main (int argc, char **argv)
 {
@@ -106,20 +55,31 @@ kgym_compile_main (int argc, char **argv)
         return 2;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv [i];
+        if ((streq (arg, "--arch") || streq (arg, "--cache") || streq (arg, "--timeout"))
+        &&  i + 1 == argc) {
+            fprintf (stderr, "kgym compile: %s needs a value\n", arg);
+            free (candidates);
+            return 2;
+        }
         if (strcmp (arg, "--arch") == 0 && i + 1 < argc)
             arch = argv [++i];
         else if (strcmp (arg, "--cache") == 0 && i + 1 < argc)
             cache_path = argv [++i];
-        else if (strcmp (arg, "--timeout") == 0 && i + 1 < argc)
-            timeout_s = atof (argv [++i]);
+        else if (strcmp (arg, "--timeout") == 0 && i + 1 < argc) {
+            if (client_options_real ("compile", "--timeout", argv [++i], 0, true, 600, "seconds",
+                                     &timeout_s)) {
+                free (candidates);
+                return 2;
+            }
+        }
         else if (strcmp (arg, "-h") == 0 || strcmp (arg, "--help") == 0) {
-            s_usage ();
+            s_usage (stdout);
             free (candidates);
             return 0;
         }
         else if (arg [0] == '-' && arg [1]) {
             fprintf (stderr, "kgym compile: unknown option '%s'\n", arg);
-            s_usage ();
+            s_usage (stderr);
             free (candidates);
             return 2;
         }
@@ -128,8 +88,8 @@ kgym_compile_main (int argc, char **argv)
         else
             candidates [ncandidates++] = arg;
     }
-    if (!task_path || ncandidates == 0 || timeout_s <= 0) {
-        s_usage ();
+    if (!task_path || ncandidates == 0) {
+        s_usage (stderr);
         free (candidates);
         return 2;
     }
@@ -142,25 +102,14 @@ kgym_compile_main (int argc, char **argv)
         free (candidates);
         return 2;
     }
-    bool cuda = strcmp (task->backend, "cuda") == 0;
-    char probed [16] = "sm_90";
-#if KGYM_HAVE_CUDA
-    if (cuda && arch && worker_nvrtc_check_arch (arch)) {
-        fprintf (stderr, "kgym compile: --arch '%s' is not of the form sm_XX\n", arch);
+    const worker_backend_t *backend = worker_registry_find (task->backend, task->reference.lang);
+    if (!backend) {
+        fprintf (stderr, "kgym compile: %s: no backend of this build compiles '%s' programs for '%s'\n",
+                 task_path, task->reference.lang? task->reference.lang: "?", task->backend);
         common_task_destroy (&task);
         free (candidates);
         return 2;
     }
-    //  The GPU's own arch, asked of a runner so this process stays free of CUDA.
-    if (cuda && !arch) {
-        char why [256];
-        if (worker_cuda_probe (0, probed, sizeof probed, NULL, why, sizeof why) != 0)
-            snprintf (probed, sizeof probed, "sm_90");
-    }
-#endif
-    if (cuda && !arch)
-        arch = probed;
-
     char *path = worker_cache_default_path (cache_path);
     worker_cache_t *cache = path? worker_cache_new (path, WORKER_CACHE_DEFAULT_MAX, err, sizeof err): NULL;
     if (!cache)
@@ -173,14 +122,19 @@ kgym_compile_main (int argc, char **argv)
         common_program_t *prog = json? common_program_from_json (json, task->backend, err, sizeof err): NULL;
         json_decref (json);
         if (!prog || common_program_check (task, prog, err, sizeof err)) {
-            s_print (candidates [i], "invalid", err, "", false, 0, cuda? arch: NULL);
+            s_print (candidates [i], "invalid", err, "", false, 0, arch);
             common_program_destroy (&prog);
             all_ok = false;
             continue;
         }
-        bool ok = cuda? s_compile_cuda (cache, candidates [i], prog, arch, timeout_s)
-                      : s_compile_cpu (cache, candidates [i], prog, timeout_s);
-        all_ok &= ok;
+        worker_compile_t res;
+        memset (&res, 0, sizeof res);
+        if (backend->compile)
+            backend->compile (cache, prog, arch, timeout_s, &res);
+        s_print (candidates [i], worker_status_name (res.status), res.log, res.key, res.cache_hit,
+                 res.seconds, res.target [0]? res.target: NULL);
+        all_ok &= res.status == STATUS_OK;
+        worker_compile_clear (&res);
         common_program_destroy (&prog);
     }
     worker_cache_destroy (&cache);

@@ -6,9 +6,9 @@
         {"candidate": path, "status": "ok"|"compile_error"|"invalid"|"internal_error",
          "log": text, "cache_key": hex, "cached": bool, "compile_s": seconds,
          "arch": "sm_90" (cuda tasks)}
-    cuda tasks go through worker_nvrtc (cubin for --arch, else the GPU's own
+    cuda tasks go through cuda_nvrtc (cubin for --arch, else the GPU's own
     arch as kgym-cuda-runner reports it, else sm_90 when there is no GPU);
-    cpu tasks through worker_cc. Both share the compile cache with the
+    cpu tasks through cpu_cc. Both share the compile cache with the
     workers. Needs no GPU. Exit status 0 when every candidate compiled, 1
     when one did not, 2 on a usage error or an unreadable task.
 */

@@ -7,10 +7,13 @@
     (and a CUDA build) it grades the CUDA examples on it; otherwise the CPU
     examples on the CPU backend.
 */
+#include "kgym_demo.h"
 #include "kgym_cli.h"
+#include "client_options.h"
 #include "client_kgym.h"
 #include "broker_server.h"
 #include "worker_server.h"
+#include "worker_registry.h"
 #include "common_log.h"
 #include "kgym_config.h"
 #include <dirent.h>
@@ -22,6 +25,7 @@
 #include <unistd.h>
 
 #define DEMO_MAX_JOBS 1024
+#define DEMO_MAX_WORKERS 16
 
 //  One graded example.
 typedef struct {
@@ -146,7 +150,8 @@ s_submit_all (client_kgym_t *client, const char *root, const char *backend, doub
     return 0;
 }
 
-static void
+//  The table; returns how many candidates with an expected status missed it.
+static size_t
 s_print_table (s_row_t *rows, size_t nrows)
 {
     size_t matched = 0, listed = 0;
@@ -171,6 +176,17 @@ s_print_table (s_row_t *rows, size_t nrows)
     }
     printf ("\n%zu candidates graded; %zu of %zu with an expected status got it.\n",
             nrows, matched, listed);
+    return listed - matched;
+}
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+        "usage: kgym demo [--workers N] [--examples DIR] [--backend TARGET] [--timeout S]\n"
+        "  start a broker and local workers (N: 1..%d CPU workers, default 1), grade the bundled\n"
+        "  examples, print a table; exit 1 when a candidate misses its expected status\n",
+        DEMO_MAX_WORKERS);
 }
 
 int
@@ -181,26 +197,33 @@ kgym_demo_main (int argc, char **argv)
         { "backend", required_argument, 0, 'b' }, { "timeout", required_argument, 0, 't' },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
     };
-    int nworkers = 2;
+    int nworkers = 1;          //  each takes a slot per core but one
     const char *examples = NULL, *backend = NULL;
     double timeout = 2.0;
+    long long number;
     int opt;
     optind = 1;
     while ((opt = getopt_long (argc, argv, "h", options, NULL)) != -1) {
         switch (opt) {
-            case 'w': nworkers = atoi (optarg); break;
+            case 'w':
+                if (client_options_int ("demo", "--workers", optarg, 1, DEMO_MAX_WORKERS, &number))
+                    return 2;
+                nworkers = (int) number;
+                break;
             case 'e': examples = optarg; break;
             case 'b': backend = optarg; break;
-            case 't': timeout = atof (optarg); break;
+            case 't':
+                if (client_options_real ("demo", "--timeout", optarg, 0, true,
+                                         CLIENT_OPTIONS_MAX_TIMEOUT, "seconds", &timeout))
+                    return 2;
+                break;
             case 'h':
-                printf ("usage: kgym demo [--workers N] [--examples DIR] [--backend cpu|cuda] [--timeout S]\n");
+                s_usage (stdout);
                 return 0;
-            default: return 2;
+            default:
+                s_usage (stderr);
+                return 2;
         }
-    }
-    if (nworkers < 1 || nworkers > 16) {
-        fprintf (stderr, "kgym demo: --workers must be 1..16\n");
-        return 2;
     }
     const char *root = s_examples_dir (examples);
     if (!root) {
@@ -223,37 +246,48 @@ kgym_demo_main (int argc, char **argv)
     char *client_ep = zstr_recv (broker);
     char *worker_ep = zstr_recv (broker);
 
-    //  A GPU worker when this host has a GPU the CUDA backend can use.
-    zactor_t *workers [17] = { NULL };
+    //  A GPU backend's worker when this host has a device it can use (the
+    //  registry's order), else the CPU backend's workers.
+    zactor_t *workers [DEMO_MAX_WORKERS + 1] = { NULL };
     int started = 0;
     worker_config_t wcfg;
     worker_config_default (&wcfg);
     wcfg.broker_endpoint = worker_ep;
     wcfg.heartbeat_ms = 500;
     char err [512] = "";
-    if (!backend || strcmp (backend, "cuda") == 0) {
-        if (KGYM_HAVE_CUDA) {
-            wcfg.backend = "cuda";
-            wcfg.name = "demo-gpu0";
-            worker_server_t *server = worker_server_new (&wcfg, err, sizeof err);
-            if (server) {
-                printf ("kgym demo: grading on %s\n", worker_server_device (server));
-                workers [started++] = zactor_new (worker_server_actor, server);
-                backend = "cuda";
-            }
+    const worker_backend_t *const *all = worker_registry_all ();
+    for (size_t i = 0; all [i] && !started; i++) {
+        const char *target = all [i]->info.targets [0];
+        if (!all [i]->device_ordinal || (backend && strcmp (backend, target) != 0))
+            continue;
+        wcfg.backend = target;
+        wcfg.name = "demo-gpu0";
+        worker_server_t *server = worker_server_new (&wcfg, err, sizeof err);
+        if (server) {
+            printf ("kgym demo: grading on %s\n", worker_server_device (server));
+            workers [started++] = zactor_new (worker_server_actor, server);
+            backend = target;
         }
-        if (!started) {
-            if (backend && strcmp (backend, "cuda") == 0) {
-                fprintf (stderr, "kgym demo: no usable GPU: %s\n", err [0]? err: "no CUDA backend in this build");
-                goto fail;
-            }
-            backend = "cpu";
-            printf ("kgym demo: no GPU found (%s); grading the CPU examples on the CPU backend\n",
-                    err [0]? err: "no CUDA backend in this build");
+        else
+        if (backend) {
+            fprintf (stderr, "kgym demo: no usable device for %s: %s\n", target, err);
+            goto fail;
         }
     }
-    if (strcmp (backend, "cpu") == 0) {
-        wcfg.backend = "cpu";
+    if (!started) {
+        const char *cpu = NULL;
+        for (size_t i = 0; all [i] && !cpu; i++)
+            if (!all [i]->device_ordinal && (!backend || strcmp (backend, all [i]->info.targets [0]) == 0))
+                cpu = all [i]->info.targets [0];
+        if (!cpu) {
+            fprintf (stderr, "kgym demo: this build has no backend '%s'\n", backend? backend: "cpu");
+            goto fail;
+        }
+        if (!backend)
+            printf ("kgym demo: no GPU found (%s); grading the %s examples on the %s backend\n",
+                    err [0]? err: "no GPU backend in this build", cpu, cpu);
+        backend = cpu;
+        wcfg.backend = cpu;
         for (int i = 0; i < nworkers; i++) {
             char name [32];
             snprintf (name, sizeof name, "demo-cpu%d", i);
@@ -264,7 +298,8 @@ kgym_demo_main (int argc, char **argv)
                 goto fail;
             }
             if (i == 0)
-                printf ("kgym demo: %d CPU workers on %s\n", nworkers, worker_server_device (server));
+                printf ("kgym demo: %d CPU worker%s on %s\n", nworkers, nworkers == 1? "": "s",
+                        worker_server_device (server));
             workers [started++] = zactor_new (worker_server_actor, server);
         }
     }
@@ -281,6 +316,7 @@ kgym_demo_main (int argc, char **argv)
     else {
         s_submit_all (client, root, backend, timeout, rows, &nrows);
         size_t received = 0;
+        bool noticed = false;           //  the demo's workers serve one backend: said once
         int64_t quiet_since = zclock_mono ();
         while (received < nrows && !zsys_interrupted) {
             client_event_t event;
@@ -290,6 +326,11 @@ kgym_demo_main (int argc, char **argv)
                 &&  !rows [event.ref - 1].result) {
                     rows [event.ref - 1].result = json_incref (event.result);
                     received++;
+                }
+                else
+                if (event.type == CLIENT_EVENT_NOTICE && !noticed) {
+                    fprintf (stderr, "kgym demo: %s\n", event.reason);
+                    noticed = true;
                 }
                 else
                 if (event.type == CLIENT_EVENT_ERROR) {
@@ -308,7 +349,12 @@ kgym_demo_main (int argc, char **argv)
                 break;
             }
         }
-        s_print_table (rows, nrows);
+        size_t missed = s_print_table (rows, nrows);
+        if (missed) {
+            fprintf (stderr, "kgym demo: %zu candidate(s) missed the status their example expects\n",
+                     missed);
+            rc = 1;
+        }
     }
     for (size_t i = 0; i < nrows; i++)
         json_decref (rows [i].result);

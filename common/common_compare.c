@@ -7,6 +7,7 @@
 */
 #include "common_compare.h"
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 //  True when got is within tolerance of expected.
@@ -19,6 +20,62 @@ s_close (double expected, double got, double atol, double rtol)
         return expected == got;
     //  A difference that overflows to inf fails here too, as it should.
     return fabs (got - expected) <= atol + rtol * fabs (expected);
+}
+
+//  Element i of an integer buffer, exactly.
+static int64_t
+s_int (common_dtype_t dtype, const void *buf, size_t i)
+{
+    switch (dtype) {
+        case DTYPE_I8:  return ((const int8_t *) buf) [i];
+        case DTYPE_U8:  return ((const uint8_t *) buf) [i];
+        case DTYPE_I32: return ((const int32_t *) buf) [i];
+        default:        return ((const int64_t *) buf) [i];
+    }
+}
+
+//  Integers as integers: the difference and the allowance in 64-bit
+//  mantissa arithmetic, so an i64 near 2^54 off by one never passes as a
+//  double would let it.
+static bool
+s_close_int (int64_t expected, int64_t got, double atol, double rtol)
+{
+    if (expected == got)
+        return true;
+    uint64_t diff = got > expected? (uint64_t) got - (uint64_t) expected
+                                  : (uint64_t) expected - (uint64_t) got;
+    long double allowed = (long double) atol
+                        + (long double) rtol * (expected < 0? -(long double) expected: (long double) expected);
+    return (long double) diff <= allowed;
+}
+
+static void
+s_keep (common_compare_t *out, size_t i, double e, double g)
+{
+    if (out->nfirst < COMMON_COMPARE_KEEP) {
+        out->first [out->nfirst].index = i;
+        out->first [out->nfirst].expected = e;
+        out->first [out->nfirst].got = g;
+        out->nfirst++;
+    }
+    out->bad++;
+}
+
+void
+common_compare_bits (common_dtype_t dtype, const void *expected, const void *got, size_t count,
+                     common_compare_t *out)
+{
+    memset (out, 0, sizeof *out);
+    out->count = count;
+    size_t size = common_dtype_size (dtype);
+    for (size_t i = 0; i < count; i++) {
+        const uint8_t *e = (const uint8_t *) expected + i * size, *g = (const uint8_t *) got + i * size;
+        double ev = common_dtype_get (dtype, expected, i), gv = common_dtype_get (dtype, got, i);
+        if (isfinite (ev) && isfinite (gv) && fabs (gv - ev) > out->max_abs)
+            out->max_abs = fabs (gv - ev);
+        if (memcmp (e, g, size) != 0)
+            s_keep (out, i, ev, gv);
+    }
 }
 
 void
@@ -40,14 +97,10 @@ common_compare (common_dtype_t dtype, const void *expected, const void *got, siz
                     out->max_rel = rel;
             }
         }
-        if (s_close (e, g, atol, rtol))
-            continue;
-        if (out->nfirst < COMMON_COMPARE_KEEP) {
-            out->first [out->nfirst].index = i;
-            out->first [out->nfirst].expected = e;
-            out->first [out->nfirst].got = g;
-            out->nfirst++;
-        }
-        out->bad++;
+        bool close = common_dtype_is_float (dtype)
+                   ? s_close (e, g, atol, rtol)
+                   : s_close_int (s_int (dtype, expected, i), s_int (dtype, got, i), atol, rtol);
+        if (!close)
+            s_keep (out, i, e, g);
     }
 }

@@ -3,7 +3,9 @@
     An element passes when |got - expected| <= atol + rtol * |expected| and
     neither is NaN (NaN never equals anything, so NaN-poisoned outputs that
     were never written fail). Infinities pass only when equal. Integers are
-    compared as doubles with the same rule.
+    compared as integers, exactly (the same rule without a round trip
+    through double, which would let an i64 near 2^54 be off by one).
+    common_compare_bits is the task's "exact" tolerance: equal bit for bit.
 */
 #ifndef COMMON_COMPARE_H
 #define COMMON_COMPARE_H
@@ -34,5 +36,10 @@ typedef struct {
 //  Compare count elements; fills out. Never fails.
 void common_compare (common_dtype_t dtype, const void *expected, const void *got, size_t count,
                      double atol, double rtol, common_compare_t *out);
+
+//  Bit for bit: every element's bytes equal (NaN payloads and signed zeros
+//  included). max_abs is filled as above; max_rel stays 0.
+void common_compare_bits (common_dtype_t dtype, const void *expected, const void *got, size_t count,
+                          common_compare_t *out);
 
 #endif

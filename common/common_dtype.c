@@ -281,3 +281,27 @@ common_dtype_set (common_dtype_t dtype, void *buf, size_t i, double value)
             break;          //  DTYPE_INVALID has no storage
     }
 }
+
+uint64_t
+common_dtype_scalar_bits (common_dtype_t dtype, double value, int64_t ivalue)
+{
+    uint64_t bits = 0;
+    switch (dtype) {
+        case DTYPE_F16:  bits = common_f32_to_f16 ((float) value); break;
+        case DTYPE_BF16: bits = common_f32_to_bf16 ((float) value); break;
+        case DTYPE_F32: {
+            float f = (float) value;
+            uint32_t u;
+            memcpy (&u, &f, 4);
+            bits = u;
+            break;
+        }
+        case DTYPE_F64: memcpy (&bits, &value, 8); break;
+        case DTYPE_I8:  bits = (uint8_t) (int8_t) ivalue; break;
+        case DTYPE_U8:  bits = (uint8_t) ivalue; break;
+        case DTYPE_I32: bits = (uint32_t) (int32_t) ivalue; break;
+        case DTYPE_I64: bits = (uint64_t) ivalue; break;
+        default: break;
+    }
+    return bits;
+}

@@ -33,6 +33,10 @@ double common_dtype_get (common_dtype_t dtype, const void *buf, size_t i);
 //  saturating for integers (NaN becomes 0 for integers).
 void common_dtype_set (common_dtype_t dtype, void *buf, size_t i, double value);
 
+//  A scalar's value as the bits a kernel receives, little-endian in the low
+//  bytes of the dtype's size (value for floats, ivalue for integers).
+uint64_t common_dtype_scalar_bits (common_dtype_t dtype, double value, int64_t ivalue);
+
 uint16_t common_f32_to_f16 (float f);
 float    common_f16_to_f32 (uint16_t h);
 uint16_t common_f32_to_bf16 (float f);

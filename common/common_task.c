@@ -15,6 +15,7 @@
     where dims, byte counts, launch geometry and the memory cap are enforced.
 */
 #include "common_task.h"
+#include "common_backend.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -383,6 +384,10 @@ common_task_destroy (common_task_t **self_p)
     s_program_free (&self->reference);
     common_program_destroy (&self->baseline);
     free (self->bytes_expr);
+    free (self->module.entry);
+    free (self->module.candidate_entry);
+    free (self->module.kernel);
+    free (self->module.baseline);
     free (self);
     *self_p = NULL;
 }
@@ -481,8 +486,10 @@ s_program_parse (json_t *json, const char *backend, const char *path, char *err,
         s_fail (err, errlen, path, "must be an object");
         return NULL;
     }
-    if (!backend || (strcmp (backend, "cpu") != 0 && strcmp (backend, "cuda") != 0)) {
-        s_fail (err, errlen, path, "unknown backend '%s' (cpu or cuda)", backend ? backend : "(none)");
+    char names [128];
+    if (!backend || (common_backend_known () && !common_backend_find (backend, NULL))) {
+        s_fail (err, errlen, path, "unknown backend '%s' (%s)", backend ? backend : "(none)",
+                common_backend_list (NULL, false, names, sizeof names));
         return NULL;
     }
     if (s_check_keys (json, path, keys, err, errlen))
@@ -492,7 +499,6 @@ s_program_parse (json_t *json, const char *backend, const char *path, char *err,
         s_fail (err, errlen, path, "out of memory");
         return NULL;
     }
-    bool cpu = strcmp (backend, "cpu") == 0;
 
     json_t *value = s_member (json, "source");
     if (!value) {
@@ -508,18 +514,19 @@ s_program_parse (json_t *json, const char *backend, const char *path, char *err,
         const char *lang;
         if (s_string (value, s_path (sub, path, "lang"), 1, 16, &lang, err, errlen))
             goto fail;
-        bool ok = cpu ? strcmp (lang, "c") == 0
-                      : strcmp (lang, "cuda") == 0 || strcmp (lang, "ptx") == 0;
-        if (!ok) {
-            s_fail (err, errlen, sub, "'%s' is not a language of backend %s (%s)",
-                    lang, backend, cpu ? "c" : "cuda or ptx");
+        if (common_backend_known () && !common_backend_find (backend, lang)) {
+            s_fail (err, errlen, sub, "'%s' is not a language of backend %s (%s)", lang, backend,
+                    common_backend_list (backend, true, names, sizeof names));
             goto fail;
         }
         self->lang = strdup (lang);
     }
-    else
-        self->lang = strdup (cpu ? "c" : "cuda");
-    if (!self->lang) {
+    else {
+        //  Without a catalog the worker that grades the job fills in its default.
+        const char *lang = common_backend_default_lang (backend);
+        self->lang = lang? strdup (lang): NULL;
+    }
+    if (common_backend_known () && !self->lang) {
         s_fail (err, errlen, path, "out of memory");
         goto fail;
     }
@@ -548,8 +555,22 @@ s_program_parse (json_t *json, const char *backend, const char *path, char *err,
     if (value && s_expr_dup (value, s_path (sub, path, "workspace"), &self->workspace, err, errlen))
         goto fail;
 
+    //  A module (a Python program) is loaded whole: nothing to launch.
+    bool module = common_backend_modules (backend, self->lang);
     value = s_member (json, "launches");
     s_path (sub, path, "launches");
+    if (module && (value || self->workspace || self->noptions)) {
+        s_fail (err, errlen, path, "a %s program is a module: no 'launches', 'workspace' or 'options'",
+                self->lang);
+        goto fail;
+    }
+    if (!value && (module || (!common_backend_known () && self->lang))) {
+        value = s_member (json, "name");
+        if (value && s_string_dup (value, s_path (sub, path, "name"), 1, TASK_MAX_NAME,
+                                   &self->name, err, errlen))
+            goto fail;
+        return self;
+    }
     if (!value) {
         s_fail (err, errlen, path, "missing 'launches'");
         goto fail;
@@ -596,6 +617,12 @@ s_program_check (const common_task_t *task, const common_program_t *program, con
     char sub [TASK_PATH_LEN], field [TASK_PATH_LEN], item [TASK_PATH_LEN];
     if (!program)
         return s_fail (err, errlen, path, "no program");
+    if (task->is_module && program->nlaunches)
+        return s_fail (err, errlen, path, "the task's reference is a %s module: so must this be",
+                       task->reference.lang? task->reference.lang: "Python");
+    if (!task->is_module && !program->nlaunches)
+        return s_fail (err, errlen, path, "a '%s' program is a module, but the task launches kernels",
+                       program->lang? program->lang: "?");
     if (program->workspace
     &&  s_check_expr (task, program->workspace, s_path (sub, path, "workspace"), err, errlen))
         return -1;
@@ -927,14 +954,77 @@ s_task_check_exprs (const common_task_t *task, char *err, size_t errlen)
     return 0;
 }
 
+//  The "python" object of a module task (docs/pytorch-tasks.md).
+static int
+s_module_parse (common_task_t *self, json_t *json, const char *path, char *err, size_t errlen)
+{
+    static const char *const keys [] = {
+        "dtype", "entry", "candidate_entry", "kernel", "library_share_max", "baseline", NULL
+    };
+    static const char *const kernels [] = { "triton", "cuda", "any", "torch", NULL };
+    static const char *const baselines [] = { "eager", "compile", NULL };
+    common_module_t *m = &self->module;
+    char sub [TASK_PATH_LEN], field [TASK_PATH_LEN];
+    m->library_share_max = 0.5;
+    s_path (sub, path, "python");
+    if (json && !json_is_object (json))
+        return s_fail (err, errlen, sub, "must be an object");
+    if (json && s_check_keys (json, sub, keys, err, errlen))
+        return -1;
+    json_t *value = json? s_member (json, "dtype"): NULL;
+    if (value) {
+        const char *name;
+        if (s_string (value, s_path (field, sub, "dtype"), 1, 16, &name, err, errlen))
+            return -1;
+        m->dtype = common_dtype_parse (name);
+        if (!common_dtype_is_float (m->dtype))
+            return s_fail (err, errlen, field, "'%s' is not a floating dtype (f16, bf16, f32, f64)", name);
+    }
+    const char *texts [4] = { "Model", NULL, "any", "eager" };
+    const char *names [4] = { "entry", "candidate_entry", "kernel", "baseline" };
+    char **slots [4] = { &m->entry, &m->candidate_entry, &m->kernel, &m->baseline };
+    for (int k = 0; k < 4; k++) {
+        value = json? s_member (json, names [k]): NULL;
+        if (value && s_string (value, s_path (field, sub, names [k]), 1, TASK_MAX_NAME, &texts [k],
+                               err, errlen))
+            return -1;
+    }
+    if (!s_is_ident (texts [0]))
+        return s_fail (err, errlen, sub, "entry '%.64s' is not a Python identifier", texts [0]);
+    //  A class's candidate is ModelNew; a function's has the function's name.
+    bool is_class = texts [0][0] >= 'A' && texts [0][0] <= 'Z';
+    if (!texts [1])
+        texts [1] = is_class? "ModelNew": texts [0];
+    if (!s_is_ident (texts [1]))
+        return s_fail (err, errlen, sub, "candidate_entry '%.64s' is not a Python identifier", texts [1]);
+    bool ok = false;
+    for (int i = 0; kernels [i]; i++)
+        ok |= strcmp (texts [2], kernels [i]) == 0;
+    if (!ok)
+        return s_fail (err, errlen, sub, "kernel '%.64s' is not one of triton, cuda, any, torch", texts [2]);
+    ok = false;
+    for (int i = 0; baselines [i]; i++)
+        ok |= strcmp (texts [3], baselines [i]) == 0;
+    if (!ok)
+        return s_fail (err, errlen, sub, "baseline '%.64s' is not eager or compile", texts [3]);
+    value = json? s_member (json, "library_share_max"): NULL;
+    if (value && (s_number (value, s_path (field, sub, "library_share_max"), &m->library_share_max,
+                            err, errlen) || m->library_share_max < 0 || m->library_share_max > 1))
+        return s_fail (err, errlen, field, "must be a number in [0, 1]");
+    for (int k = 0; k < 4; k++)
+        if (!(*slots [k] = strdup (texts [k])))
+            return s_fail (err, errlen, sub, "out of memory");
+    return 0;
+}
+
 static common_task_t *
 s_task_parse (json_t *json, const char *path, char *err, size_t errlen)
 {
     static const char *const keys [] = {
         "name", "backend", "args", "sizes", "timing_size", "tolerance",
-        "reference", "baseline", "bytes", NULL
+        "reference", "baseline", "bytes", "python", NULL
     };
-    static const char *const tolerance_keys [] = { "atol", "rtol", NULL };
+    static const char *const tolerance_keys [] = { "atol", "rtol", "exact", NULL };
     char sub [TASK_PATH_LEN], item [TASK_PATH_LEN];
     if (!json) {
         s_fail (err, errlen, path, "missing");
@@ -970,8 +1060,10 @@ s_task_parse (json_t *json, const char *path, char *err, size_t errlen)
     const char *text;
     if (s_string (value, s_path (sub, path, "backend"), 1, 16, &text, err, errlen))
         goto fail;
-    if (strcmp (text, "cpu") != 0 && strcmp (text, "cuda") != 0) {
-        s_fail (err, errlen, sub, "'%s' is not a backend (cpu or cuda)", text);
+    char names [128];
+    if (common_backend_known () && !common_backend_find (text, NULL)) {
+        s_fail (err, errlen, sub, "'%s' is not a backend (%s)", text,
+                common_backend_list (NULL, false, names, sizeof names));
         goto fail;
     }
     if (!(self->backend = strdup (text))) {
@@ -979,22 +1071,57 @@ s_task_parse (json_t *json, const char *path, char *err, size_t errlen)
         goto fail;
     }
 
-    if (s_sizes_parse (self, s_member (json, "sizes"), path, err, errlen))
+    //  A module task (its reference's language is a module language) has no
+    //  args: its module makes its inputs; sizes are its constants.
+    json_t *ref = s_member (json, "reference");
+    const char *ref_lang = json_string_value (json_object_get (ref, "lang"));
+    self->is_module = common_backend_modules (self->backend, ref_lang)
+                   || (!common_backend_known () && ref_lang && !json_object_get (ref, "launches"));
+    if (self->is_module) {
+        self->atol = self->rtol = 1e-2;
+        if (s_module_parse (self, s_member (json, "python"), path, err, errlen))
+            goto fail;
+        if (s_member (json, "args") || s_member (json, "bytes")) {
+            s_fail (err, errlen, path, "a %s task has no 'args' or 'bytes': its module makes its inputs",
+                    ref_lang? ref_lang: "module");
+            goto fail;
+        }
+    }
+    else
+    if (s_member (json, "python")) {
+        s_fail (err, errlen, path, "'python' belongs to tasks whose reference is a Python module");
+        goto fail;
+    }
+    value = s_member (json, "sizes");
+    if (!value && self->is_module) {
+        self->sizes = calloc (1, sizeof (common_size_t));
+        if (!self->sizes) {
+            s_fail (err, errlen, path, "out of memory");
+            goto fail;
+        }
+        self->nsizes = 1;
+    }
+    else
+    if (s_sizes_parse (self, value, path, err, errlen))
         goto fail;
 
     value = s_member (json, "args");
     s_path (sub, path, "args");
+    if (self->is_module)
+        ;
+    else
     if (!value) {
         s_fail (err, errlen, path, "missing 'args'");
         goto fail;
     }
+    else
     if (!json_is_array (value) || json_array_size (value) < 1 || json_array_size (value) > TASK_MAX_ARGS) {
         s_fail (err, errlen, sub, "must be an array of 1 to %d args", TASK_MAX_ARGS);
         goto fail;
     }
-    self->nargs = json_array_size (value);
-    self->args = calloc (self->nargs, sizeof (common_arg_t));
-    if (!self->args) {
+    self->nargs = self->is_module? 0: json_array_size (value);
+    self->args = self->nargs? calloc (self->nargs, sizeof (common_arg_t)): NULL;
+    if (self->nargs && !self->args) {
         self->nargs = 0;
         s_fail (err, errlen, sub, "out of memory");
         goto fail;
@@ -1016,7 +1143,7 @@ s_task_parse (json_t *json, const char *path, char *err, size_t errlen)
     if (value) {
         s_path (sub, path, "tolerance");
         if (!json_is_object (value)) {
-            s_fail (err, errlen, sub, "must be an object {atol, rtol}");
+            s_fail (err, errlen, sub, "must be an object {atol, rtol, exact}");
             goto fail;
         }
         if (s_check_keys (value, sub, tolerance_keys, err, errlen))
@@ -1032,6 +1159,12 @@ s_task_parse (json_t *json, const char *path, char *err, size_t errlen)
                 goto fail;
             }
         }
+        json_t *exact = s_member (value, "exact");
+        if (exact && !json_is_boolean (exact)) {
+            s_fail (err, errlen, s_path (item, sub, "exact"), "must be true or false");
+            goto fail;
+        }
+        self->exact = json_is_true (exact);
     }
 
     value = s_member (json, "bytes");

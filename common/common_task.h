@@ -67,7 +67,7 @@ typedef struct {
 //  A candidate, reference or baseline: source plus how to launch it.
 typedef struct {
     char *source;               //  C or CUDA C (or PTX when lang is "ptx")
-    char *lang;                 //  "c", "cuda" or "ptx"; default from backend
+    char *lang;                 //  "c", "cuda", "ptx"...; default: the backend's first (NULL only without a catalog, common_backend)
     char **options;             //  compiler options, checked by the backend
     size_t noptions;            //  entries in options
     char *workspace;            //  expression for scratch bytes, NULL = none
@@ -83,16 +83,29 @@ typedef struct {
     size_t nvars;                       //  entries used
 } common_size_t;
 
+//  A module task's settings (the task's "python" object, docs/pytorch-tasks.md).
+typedef struct {
+    common_dtype_t dtype;       //  cast floating inputs and parameters to it; DTYPE_INVALID = as made
+    char *entry;                //  the reference's class or function (default "Model")
+    char *candidate_entry;      //  what the candidate defines (default "ModelNew", or entry for a function)
+    char *kernel;               //  "triton", "cuda", "any" (default) or "torch"
+    double library_share_max;   //  above it the candidate is a wrapper (default 0.5)
+    char *baseline;             //  "eager" (default) or "compile"
+} common_module_t;
+
 //  A self-contained task.
 typedef struct {
     char *name;                 //  task name
-    char *backend;              //  "cpu" or "cuda"
+    char *backend;              //  target: "cpu", "cuda" (common_backend)
+    bool is_module;             //  its programs are modules (a PyTorch task): no args, launches
+    common_module_t module;     //  is_module: the "python" settings
     common_arg_t *args;         //  parameters in order
     size_t nargs;               //  entries in args
     common_size_t *sizes;       //  test sizes
     size_t nsizes;              //  entries in sizes
     size_t timing_size;         //  index into sizes for timing
-    double atol, rtol;          //  tolerance (defaults 1e-5, 1e-5)
+    double atol, rtol;          //  tolerance (defaults 1e-5, modules 1e-2); integers compare exactly as integers
+    bool exact;                 //  tolerance.exact: outputs must equal the reference's bit for bit
     common_program_t reference; //  required
     common_program_t *baseline; //  optional; NULL = time against reference
     char *bytes_expr;           //  "bytes": bytes moved, for the roofline; NULL when absent

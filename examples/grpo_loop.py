@@ -14,7 +14,7 @@ jobs/s; the reward climbs as the policy learns to prefer the fast correct
 kernels.
 
     examples/grpo_loop.py --local                     # starts a broker + CPU workers
-    examples/grpo_loop.py --broker tcp://host:5555    # uses a running broker
+    examples/grpo_loop.py --broker tcp://host:5555    # uses a running broker ($KGYM_BROKER)
 
 --local takes kgym-broker and kgym-worker from --build-dir (default
 $KGYM_BUILD_DIR, else build/).
@@ -61,8 +61,9 @@ def softmax_sample(rng, logits, k):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    where = ap.add_mutually_exclusive_group(required=True)
-    where.add_argument("--broker", help="a running broker's client endpoint")
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument("--broker", default=os.environ.get("KGYM_BROKER"),
+                       help="a running broker's client endpoint (default $KGYM_BROKER)")
     where.add_argument("--local", action="store_true", help="start a broker and CPU workers")
     ap.add_argument("--build-dir", help="meson build folder for --local")
     ap.add_argument("--workers", type=int, default=1, help="--local: CPU workers (default 1)")
@@ -79,6 +80,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="one JSON object per step on stdout")
     args = ap.parse_args(argv)
+    if not args.local and not args.broker:
+        ap.error("say where the broker is: --broker tcp://host:5555 (or $KGYM_BROKER), or --local")
 
     tasks = [t for t in args.tasks.split(",") if t] or kgym.list_examples("cpu")
     if not tasks:
@@ -97,7 +100,12 @@ def main(argv=None):
         endpoint = cluster.endpoint
     else:
         endpoint = args.broker
-    client = kgym.Client(endpoint, timeout_s=max(60.0, 20 * args.eval_timeout))
+    try:
+        client = kgym.Client(endpoint, timeout_s=max(60.0, 20 * args.eval_timeout))
+    except ValueError as exc:
+        if cluster is not None:
+            cluster.stop()
+        ap.error(str(exc))
     eval_opts = {"timeout": args.eval_timeout, "trials": args.trials, "timed": args.timed,
                  "warmup": 1}
     history = []

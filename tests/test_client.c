@@ -93,10 +93,10 @@ s_fake_worker (zsock_t *pipe, void *args)
 
 //  Broker + one fake worker.
 typedef struct {
-    zactor_t *broker;
+    testutil_broker_t broker;
     zactor_t *worker;
-    char *clients;
-    char *workers;
+    char *clients;              //  the broker's client endpoint (borrowed)
+    char *workers;              //  its worker endpoint (borrowed)
 } s_setup_t;
 
 //  Broker with this config (endpoints default to loopback, any port) + maybe a worker.
@@ -104,15 +104,9 @@ static void
 s_setup_start_cfg (s_setup_t *setup, broker_config_t *cfg, bool with_worker)
 {
     common_log_set_level (LOG_LEVEL_WARN);
-    if (!cfg->clients_endpoint || strstr (cfg->clients_endpoint, "*:"))
-        cfg->clients_endpoint = "tcp://127.0.0.1:*";
-    if (!cfg->workers_endpoint || strstr (cfg->workers_endpoint, "*:"))
-        cfg->workers_endpoint = "tcp://127.0.0.1:*";
-    setup->broker = zactor_new (broker_server_actor, cfg);
-    ck_assert_ptr_nonnull (setup->broker);
-    zstr_send (setup->broker, "ENDPOINTS");
-    ck_assert_int_eq (zstr_recvx (setup->broker, &setup->clients, &setup->workers, NULL), 2);
-    ck_assert_msg (setup->clients [0], "broker did not start: %s", setup->workers);
+    testutil_broker_start (&setup->broker, cfg);
+    setup->clients = setup->broker.clients;
+    setup->workers = setup->broker.workers;
     setup->worker = with_worker? zactor_new (s_fake_worker, setup->workers): NULL;
 }
 
@@ -121,8 +115,6 @@ s_setup_start (s_setup_t *setup, uint32_t max_queue, bool with_worker)
 {
     broker_config_t cfg;
     broker_config_default (&cfg);
-    cfg.clients_endpoint = NULL;
-    cfg.workers_endpoint = NULL;
     cfg.max_queue = max_queue;
     s_setup_start_cfg (setup, &cfg, with_worker);
 }
@@ -131,9 +123,8 @@ static void
 s_setup_stop (s_setup_t *setup)
 {
     zactor_destroy (&setup->worker);
-    zactor_destroy (&setup->broker);
-    zstr_free (&setup->clients);
-    zstr_free (&setup->workers);
+    testutil_broker_stop (&setup->broker);
+    setup->clients = setup->workers = NULL;
 }
 
 static json_t *
@@ -298,8 +289,7 @@ s_run_submit (char **argv, char **output)
 static void
 s_dir_setup (void)
 {
-    snprintf (s_dir, sizeof (s_dir), "/tmp/kgym-test-client-XXXXXX");
-    ck_assert_ptr_nonnull (mkdtemp (s_dir));
+    testutil_dir_make (s_dir, sizeof (s_dir), "client");
     s_write ("task.json", "{\"name\": \"vadd\", \"backend\": \"cpu\"}");
     s_write ("good.json", "{\"source\": \"good\"}");
     s_write ("bad.json", "{\"source\": \"fail\"}");
@@ -308,10 +298,7 @@ s_dir_setup (void)
 static void
 s_dir_teardown (void)
 {
-    char command [128];
-    snprintf (command, sizeof (command), "rm -rf '%s'", s_dir);
-    if (system (command) != 0)
-        fprintf (stderr, "cannot remove %s\n", s_dir);
+    testutil_dir_remove (s_dir);
 }
 
 //  Parse output lines into an object keyed by candidate.
@@ -416,9 +403,9 @@ START_TEST (test_submit_failures)
     ck_assert_int_eq (s_run_submit (argv1, &output), 1);
     ck_assert_str_eq (output, "");
     free (output);
-    //  An unreadable candidate.
+    //  An unreadable candidate: found before anything is sent, a usage error.
     char *argv2 [] = { "submit", "--broker", endpoint, task, missing, NULL };
-    ck_assert_int_eq (s_run_submit (argv2, &output), 1);
+    ck_assert_int_eq (s_run_submit (argv2, &output), 2);
     free (output);
     //  Usage errors.
     char *argv3 [] = { "submit", "--broker", endpoint, task, NULL };
@@ -448,8 +435,6 @@ START_TEST (test_client_rides_out_a_broker_restart)
     char *db = s_path ("jobs.sqlite");
     broker_config_t cfg;
     broker_config_default (&cfg);
-    cfg.clients_endpoint = NULL;
-    cfg.workers_endpoint = NULL;
     cfg.db_path = db;
     s_setup_t setup;
     s_setup_start_cfg (&setup, &cfg, false);
@@ -599,8 +584,6 @@ START_TEST (test_submit_waits_out_a_busy_broker)
     //  five at once, is told 429 for the others, and sends them again later.
     broker_config_t cfg;
     broker_config_default (&cfg);
-    cfg.clients_endpoint = NULL;
-    cfg.workers_endpoint = NULL;
     cfg.max_client_jobs = 1;
     s_worker_delay_ms = 50;
     s_setup_t setup;
@@ -616,8 +599,8 @@ START_TEST (test_submit_waits_out_a_busy_broker)
         lines += *c == '\n';
     ck_assert_int_eq (lines, 5);
     free (output);
-    zstr_send (setup.broker, "STATS");
-    char *stats = zstr_recv (setup.broker);
+    zstr_send (setup.broker.actor, "STATS");
+    char *stats = zstr_recv (setup.broker.actor);
     json_t *json = json_loads (stats, 0, NULL);
     ck_assert_msg (json_integer_value (json_object_get (json, "rejected")) >= 1, "stats: %s", stats);
     ck_assert_int_eq (json_integer_value (json_object_get (json, "submitted")), 5);
@@ -635,13 +618,13 @@ START_TEST (test_admin_drain_fetch_and_keygen)
     s_setup_start (&setup, 1000, true);
     //  Wait until the fake worker is registered.
     for (int i = 0; i < 500; i++) {
-        zstr_send (setup.broker, "STATS");
-        char *stats = zstr_recv (setup.broker);
+        zstr_send (setup.broker.actor, "STATS");
+        char *stats = zstr_recv (setup.broker.actor);
         bool up = strstr (stats, "\"workers\":1") != NULL;
         zstr_free (&stats);
         if (up)
             break;
-        zpoller_t *poller = zpoller_new (setup.broker, NULL);
+        zpoller_t *poller = zpoller_new (setup.broker.actor, NULL);
         zpoller_wait (poller, 10);      //  nothing comes on the pipe: a bounded wait
         zpoller_destroy (&poller);
     }

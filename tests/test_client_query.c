@@ -16,12 +16,10 @@
 #include "kgym_config.h"
 #include <errno.h>
 #include <stdarg.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,44 +27,14 @@
 #define ASK_MS 10000                //  longest wait for an answer
 
 static char s_dir [64];             //  scratch directory of the test
-static zactor_t *s_broker;          //  the broker (in-process)
-static char *s_clients;             //  its client endpoint
-static char *s_workers;             //  its worker endpoint
+static testutil_broker_t s_broker;  //  the broker (in-process)
+static char *s_clients;             //  its client endpoint (borrowed)
+static char *s_workers;             //  its worker endpoint (borrowed)
 static pid_t s_worker_pids [4];     //  kgym-worker processes started
 static int s_nworkers;              //  entries used
 
 //  --------------------------------------------------------------------------
 //  Processes
-
-//  Start argv [0]; stdout and stderr to files (NULL: inherited). The child
-//  is killed when this test process ends, even when the test fails.
-static pid_t
-s_spawn (char *const argv [], const char *out_path, const char *err_path, int out_fd)
-{
-    fflush (stdout);
-    fflush (stderr);
-    pid_t parent = getpid ();
-    pid_t pid = fork ();
-    ck_assert_int_ge (pid, 0);
-    if (pid == 0) {
-        prctl (PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid () != parent)
-            _exit (127);
-        if (out_fd >= 0)
-            dup2 (out_fd, STDOUT_FILENO);
-        if (out_path) {
-            int fd = open (out_path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-            dup2 (fd, STDOUT_FILENO);
-        }
-        if (err_path) {
-            int fd = open (err_path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-            dup2 (fd, STDERR_FILENO);
-        }
-        execv (argv [0], argv);
-        _exit (127);
-    }
-    return pid;
-}
 
 static void
 s_start_worker (const char *name)
@@ -77,46 +45,7 @@ s_start_worker (const char *name)
     snprintf (cache, sizeof cache, "%s/modules.sqlite", s_dir);
     char *argv [] = { worker, "--broker", s_workers, "--backend", "cpu", "--cache", cache,
                       "--name", (char *) name, "--heartbeat", "300", NULL };
-    s_worker_pids [s_nworkers++] = s_spawn (argv, NULL, NULL, -1);
-}
-
-static char *
-s_read_file (const char *path)
-{
-    FILE *file = fopen (path, "r");
-    ck_assert_msg (file != NULL, "cannot read %s", path);
-    char *text = calloc (1, 1 << 20);
-    size_t size = fread (text, 1, (1 << 20) - 1, file);
-    text [size] = 0;
-    fclose (file);
-    return text;
-}
-
-//  Run the built kgym with args (NULL-terminated); its stdout and stderr
-//  come back (to free). Returns the exit status (-1: killed).
-static int
-s_kgym (char **out, char **err, ...)
-{
-    char kgym [512];
-    snprintf (kgym, sizeof kgym, "%s/client/kgym", KGYM_BUILD_DIR);
-    char *argv [32] = { kgym };
-    int argc = 1;
-    va_list args;
-    va_start (args, err);
-    char *arg;
-    while ((arg = va_arg (args, char *)) && argc < 31)
-        argv [argc++] = arg;
-    va_end (args);
-    argv [argc] = NULL;
-    char out_path [128], err_path [128];
-    snprintf (out_path, sizeof out_path, "%s/kgym.out", s_dir);
-    snprintf (err_path, sizeof err_path, "%s/kgym.err", s_dir);
-    pid_t pid = s_spawn (argv, out_path, err_path, -1);
-    int status;
-    ck_assert_int_eq (waitpid (pid, &status, 0), pid);
-    *out = s_read_file (out_path);
-    *err = s_read_file (err_path);
-    return WIFEXITED (status)? WEXITSTATUS (status): -1;
+    s_worker_pids [s_nworkers++] = testutil_spawn_io (argv, NULL, NULL, NULL, -1);
 }
 
 //  The JSON lines of text as an array (every line must be a JSON object).
@@ -139,22 +68,30 @@ s_json_lines (const char *text)
 //  --------------------------------------------------------------------------
 //  Broker fixture
 
+//  A scratch directory of its own (the fake broker's tests).
+static void
+s_dir_setup (void)
+{
+    common_log_set_level (LOG_LEVEL_WARN);
+    testutil_dir_make (s_dir, sizeof s_dir, "query");
+}
+
+static void
+s_dir_teardown (void)
+{
+    testutil_dir_remove (s_dir);
+}
+
 static void
 s_broker_setup (void)
 {
-    common_log_set_level (LOG_LEVEL_WARN);
-    snprintf (s_dir, sizeof s_dir, "/tmp/kgym-test-query-XXXXXX");
-    ck_assert_ptr_nonnull (mkdtemp (s_dir));
+    s_dir_setup ();
     broker_config_t cfg;
     broker_config_default (&cfg);
-    cfg.clients_endpoint = "tcp://127.0.0.1:*";
-    cfg.workers_endpoint = "tcp://127.0.0.1:*";
     cfg.heartbeat_ms = 300;
-    s_broker = zactor_new (broker_server_actor, &cfg);
-    ck_assert_ptr_nonnull (s_broker);
-    zstr_send (s_broker, "ENDPOINTS");
-    ck_assert_int_eq (zstr_recvx (s_broker, &s_clients, &s_workers, NULL), 2);
-    ck_assert_msg (s_clients [0], "broker did not start: %s", s_workers);
+    testutil_broker_start (&s_broker, &cfg);
+    s_clients = s_broker.clients;
+    s_workers = s_broker.workers;
     s_nworkers = 0;
 }
 
@@ -167,13 +104,9 @@ s_broker_teardown (void)
         waitpid (s_worker_pids [i], NULL, 0);
     }
     s_nworkers = 0;
-    zactor_destroy (&s_broker);
-    zstr_free (&s_clients);
-    zstr_free (&s_workers);
-    char command [128];
-    snprintf (command, sizeof command, "rm -rf '%s'", s_dir);
-    if (system (command) != 0)
-        fprintf (stderr, "cannot remove %s\n", s_dir);
+    testutil_broker_stop (&s_broker);
+    s_clients = s_workers = NULL;
+    s_dir_teardown ();
 }
 
 static client_kgym_t *
@@ -611,7 +544,7 @@ START_TEST (test_fetch_with_a_trainers_id_keeps_its_queued_jobs)
         ck_assert_int_eq (event.type, CLIENT_EVENT_ACCEPTED);
     }
     char *out, *err;
-    int rc = s_kgym (&out, &err, "fetch", "--broker", s_clients, "--client-id", "q-trainer", NULL);
+    int rc = testutil_kgym (s_dir, &out, &err, "fetch", "--broker", s_clients, "--client-id", "q-trainer", NULL);
     ck_assert_msg (rc == 0, "kgym fetch exited %d: %s", rc, err);
     ck_assert_msg (strstr (err, "2 matching job(s) not finished yet"), "kgym fetch: %s", err);
     free (out);
@@ -669,7 +602,7 @@ START_TEST (test_kgym_binary_commands)
 
     //  submit with a group and the cache: the second of two identical jobs is
     //  answered by the first (coalesced) or the cache, and says so.
-    int rc = s_kgym (&out, &err, "submit", "--broker", s_clients, "--group", "cli-group",
+    int rc = testutil_kgym (s_dir, &out, &err, "submit", "--broker", s_clients, "--group", "cli-group",
                      "--group-size", "2", "--cache", "use", "--tag", "clitag", task, naive, naive,
                      NULL);
     ck_assert_msg (rc == 0, "kgym submit exited %d: %s", rc, err);
@@ -689,7 +622,7 @@ START_TEST (test_kgym_binary_commands)
     free (err);
 
     //  workers, as JSON lines and as a table.
-    rc = s_kgym (&out, &err, "workers", "--broker", s_clients, "--json", NULL);
+    rc = testutil_kgym (s_dir, &out, &err, "workers", "--broker", s_clients, "--json", NULL);
     ck_assert_msg (rc == 0, "kgym workers exited %d: %s", rc, err);
     lines = s_json_lines (out);
     json_t *worker = s_line_with (lines, "name", "q-cli");
@@ -699,14 +632,14 @@ START_TEST (test_kgym_binary_commands)
     json_decref (lines);
     free (out);
     free (err);
-    rc = s_kgym (&out, &err, "workers", "--broker", s_clients, NULL);
+    rc = testutil_kgym (s_dir, &out, &err, "workers", "--broker", s_clients, NULL);
     ck_assert_int_eq (rc, 0);
     ck_assert_msg (strncmp (out, "NAME ", 5) == 0 && strstr (out, "q-cli"), "table: %s", out);
     free (out);
     free (err);
 
     //  stats: one JSON line with the counts; the table names its parts.
-    rc = s_kgym (&out, &err, "stats", "--broker", s_clients, "--json", NULL);
+    rc = testutil_kgym (s_dir, &out, &err, "stats", "--broker", s_clients, "--json", NULL);
     ck_assert_int_eq (rc, 0);
     lines = s_json_lines (out);
     ck_assert_int_eq (json_array_size (lines), 1);
@@ -715,7 +648,7 @@ START_TEST (test_kgym_binary_commands)
     json_decref (lines);
     free (out);
     free (err);
-    rc = s_kgym (&out, &err, "stats", "--broker", s_clients, NULL);
+    rc = testutil_kgym (s_dir, &out, &err, "stats", "--broker", s_clients, NULL);
     ck_assert_int_eq (rc, 0);
     ck_assert_msg (strstr (out, "pass rate") && strstr (out, "cache hit rate")
                    && strstr (out, "in flight"), "stats table: %s", out);
@@ -723,7 +656,7 @@ START_TEST (test_kgym_binary_commands)
     free (err);
 
     //  jobs by tag and group, results, tasks, the broker's cache: JSON lines.
-    rc = s_kgym (&out, &err, "jobs", "--broker", s_clients, "--tag", "clitag", NULL);
+    rc = testutil_kgym (s_dir, &out, &err, "jobs", "--broker", s_clients, "--tag", "clitag", NULL);
     ck_assert_int_eq (rc, 0);
     lines = s_json_lines (out);
     ck_assert_int_eq (json_array_size (lines), 2);
@@ -731,7 +664,7 @@ START_TEST (test_kgym_binary_commands)
     json_decref (lines);
     free (out);
     free (err);
-    rc = s_kgym (&out, &err, "jobs", "--broker", s_clients, "--group", "cli-group", "--results",
+    rc = testutil_kgym (s_dir, &out, &err, "jobs", "--broker", s_clients, "--group", "cli-group", "--results",
                  NULL);
     ck_assert_int_eq (rc, 0);
     lines = s_json_lines (out);
@@ -742,7 +675,7 @@ START_TEST (test_kgym_binary_commands)
     free (err);
     char id [32];
     snprintf (id, sizeof id, "%lld", (long long) job_id);
-    rc = s_kgym (&out, &err, "job", "--broker", s_clients, id, NULL);
+    rc = testutil_kgym (s_dir, &out, &err, "job", "--broker", s_clients, id, NULL);
     ck_assert_int_eq (rc, 0);
     lines = s_json_lines (out);
     ck_assert_int_eq (json_array_size (lines), 1);
@@ -750,7 +683,7 @@ START_TEST (test_kgym_binary_commands)
     json_decref (lines);
     free (out);
     free (err);
-    rc = s_kgym (&out, &err, "results", "--broker", s_clients, "--task", "gelu_f32", "--limit", "5",
+    rc = testutil_kgym (s_dir, &out, &err, "results", "--broker", s_clients, "--task", "gelu_f32", "--limit", "5",
                  NULL);
     ck_assert_int_eq (rc, 0);
     lines = s_json_lines (out);
@@ -758,14 +691,14 @@ START_TEST (test_kgym_binary_commands)
     json_decref (lines);
     free (out);
     free (err);
-    rc = s_kgym (&out, &err, "tasks", "--broker", s_clients, "--min-attempts", "1", NULL);
+    rc = testutil_kgym (s_dir, &out, &err, "tasks", "--broker", s_clients, "--min-attempts", "1", NULL);
     ck_assert_int_eq (rc, 0);
     lines = s_json_lines (out);
     ck_assert_msg (s_line_with (lines, "task", "gelu_f32"), "kgym tasks: %s", out);
     json_decref (lines);
     free (out);
     free (err);
-    rc = s_kgym (&out, &err, "cache", "stats", "--broker", s_clients, "--json", NULL);
+    rc = testutil_kgym (s_dir, &out, &err, "cache", "stats", "--broker", s_clients, "--json", NULL);
     ck_assert_msg (rc == 0, "kgym cache stats --broker exited %d: %s", rc, err);
     lines = s_json_lines (out);
     ck_assert_int_eq (json_array_size (lines), 1);
@@ -775,13 +708,13 @@ START_TEST (test_kgym_binary_commands)
     free (err);
 
     //  Errors: an unknown job (404) and a usage error.
-    rc = s_kgym (&out, &err, "job", "--broker", s_clients, "1", NULL);
+    rc = testutil_kgym (s_dir, &out, &err, "job", "--broker", s_clients, "1", NULL);
     ck_assert_int_eq (rc, 1);
     ck_assert_msg (strstr (err, "404"), "kgym job of an unknown id: %s", err);
     ck_assert_str_eq (out, "");
     free (out);
     free (err);
-    rc = s_kgym (&out, &err, "jobs", "--broker", s_clients, NULL);
+    rc = testutil_kgym (s_dir, &out, &err, "jobs", "--broker", s_clients, NULL);
     ck_assert_int_eq (rc, 2);
     free (out);
     free (err);
@@ -805,7 +738,7 @@ START_TEST (test_kgym_submit_batch_lines_carry_group_and_cache)
                    " \"trajectory\": \"bt\", \"cache\": \"bypass\"}\n", task, naive, task, bug);
     fclose (file);
     char *out, *err;
-    int rc = s_kgym (&out, &err, "submit", "--broker", s_clients, "--batch", path, NULL);
+    int rc = testutil_kgym (s_dir, &out, &err, "submit", "--broker", s_clients, "--batch", path, NULL);
     ck_assert_msg (rc == 0, "kgym submit --batch exited %d: %s", rc, err);
     json_t *lines = s_json_lines (out);
     ck_assert_int_eq (json_array_size (lines), 2);
@@ -815,7 +748,7 @@ START_TEST (test_kgym_submit_batch_lines_carry_group_and_cache)
     free (out);
     free (err);
     //  The line's trajectory went with its job.
-    rc = s_kgym (&out, &err, "jobs", "--broker", s_clients, "--trajectory", "bt", NULL);
+    rc = testutil_kgym (s_dir, &out, &err, "jobs", "--broker", s_clients, "--trajectory", "bt", NULL);
     ck_assert_int_eq (rc, 0);
     lines = s_json_lines (out);
     ck_assert_int_eq (json_array_size (lines), 1);
@@ -823,17 +756,17 @@ START_TEST (test_kgym_submit_batch_lines_carry_group_and_cache)
     json_decref (lines);
     free (out);
     free (err);
-    //  A line with an unknown cache policy stops the run, saying where.
+    //  A line with an unknown cache policy: nothing runs, the line is named.
     file = fopen (path, "w");
     fprintf (file, "{\"task\": \"%s\", \"candidate\": \"%s\", \"cache\": \"often\"}\n", task, naive);
     fclose (file);
-    rc = s_kgym (&out, &err, "submit", "--broker", s_clients, "--batch", path, NULL);
-    ck_assert_int_eq (rc, 1);
+    rc = testutil_kgym (s_dir, &out, &err, "submit", "--broker", s_clients, "--batch", path, NULL);
+    ck_assert_int_eq (rc, 2);
     ck_assert_msg (strstr (err, "batch.jsonl:1: \"cache\""), "reason: %s", err);
     free (out);
     free (err);
     //  --group-size without --group: a usage error.
-    rc = s_kgym (&out, &err, "submit", "--broker", s_clients, "--group-size", "2", task, naive, NULL);
+    rc = testutil_kgym (s_dir, &out, &err, "submit", "--broker", s_clients, "--group-size", "2", task, naive, NULL);
     ck_assert_int_eq (rc, 2);
     free (out);
     free (err);
@@ -850,7 +783,7 @@ START_TEST (test_kgym_stats_watch_until_interrupted)
     char *argv [] = { kgym, "stats", "--broker", s_clients, "--watch", "0.2", NULL };
     int fds [2];
     ck_assert_int_eq (pipe (fds), 0);
-    pid_t pid = s_spawn (argv, NULL, NULL, fds [1]);
+    pid_t pid = testutil_spawn_io (argv, NULL, NULL, NULL, fds [1]);
     close (fds [1]);
     //  Not a terminal: blocks separated by a blank line. Read until two are in.
     char text [65536] = "";
@@ -877,7 +810,10 @@ END_TEST
 //  Against a fake broker
 
 //  Plays the broker: ACCEPTED and a RESULT per SUBMIT (the result carries
-//  the header's group, group_size, trajectory and cache), and per QUERY by
+//  the header's group, group_size, trajectory and cache; a job tagged
+//  "notice" gets ERROR 503 first and the broker-made internal_error result
+//  a broker sends when no worker joined; one tagged "malformed" a body that
+//  is not msgpack, "notmap" one that is not a map), and per QUERY by
 //  its "what": "hello" -> a SUMMARY, then the ANSWER twice; "missing" ->
 //  ERROR 404 with the ref; "old" -> ERROR 401 without a ref, as an older
 //  broker; "silent" -> nothing. CANCEL -> DONE {count 1}.
@@ -911,12 +847,35 @@ s_fake_broker (zsock_t *pipe, void *args)
             json_t *result = json_pack ("{s:s, s:s, s:i, s:s, s:s}", "status", "ok",
                                         "group", in->group, "group_size", (int) in->group_size,
                                         "trajectory", in->trajectory, "cache", in->cache);
+            if (streq (in->tag, "notice")) {
+                //  What a broker without a worker for the backend says, then
+                //  its own result when none joined in the grace period.
+                proto_msg_reset (out, PROTO_ERROR);
+                id = zframe_dup (to);
+                proto_msg_set_routing_id (out, &id);
+                out->ref = in->ref;
+                out->job = job;
+                out->code = 503;
+                proto_msg_set_str (out->reason, "no connected worker serves backend 'cpu'; the job"
+                                                " waits up to 60 s for one");
+                proto_msg_send (out, router);
+                json_decref (result);
+                result = json_pack ("{s:s, s:n, s:n, s:s}", "status", "internal_error", "reward",
+                                    "speedup", "message", "no worker serves backend 'cpu' (none"
+                                    " joined within 60 s)");
+            }
             char *data;
             size_t size;
             proto_mpk_encode (result, &data, &size);
             json_decref (result);
             zframe_t *body = zframe_new (data, size);
             free (data);
+            //  Bodies a client must survive: not msgpack at all, not a map.
+            if (streq (in->tag, "malformed") || streq (in->tag, "notmap")) {
+                zframe_destroy (&body);
+                body = zframe_new (streq (in->tag, "malformed")? "\xc1\x93": "\x07",
+                                   streq (in->tag, "malformed")? 2: 1);
+            }
             proto_msg_reset (out, PROTO_RESULT);
             id = zframe_dup (to);
             proto_msg_set_routing_id (out, &id);
@@ -1097,13 +1056,146 @@ START_TEST (test_ask_keeps_other_events_for_recv)
 }
 END_TEST
 
+//  Times needle occurs in text.
+static int
+s_count (const char *text, const char *needle)
+{
+    int count = 0;
+    for (const char *at = strstr (text, needle); at; at = strstr (at + 1, needle))
+        count++;
+    return count;
+}
+
+//  A client of the fake broker with one job (ref 1) tagged tag sent and
+//  ACCEPTED; its id into *job.
+static client_kgym_t *
+s_fake_client (const char *endpoint, const char *tag, uint64_t *job)
+{
+    client_kgym_t *client = client_kgym_new (endpoint);
+    ck_assert_ptr_nonnull (client);
+    char err [256];
+    unsigned char body [] = { 0x80 };
+    ck_assert_int_eq (client_kgym_submit_encoded (client, 1, "cpu", tag, body, 1, err, sizeof err), 0);
+    client_event_t event;
+    ck_assert_int_eq (client_kgym_recv (client, ASK_MS, &event), 0);
+    ck_assert_int_eq (event.type, CLIENT_EVENT_ACCEPTED);
+    *job = event.job;
+    return client;
+}
+
+START_TEST (test_no_worker_notice_is_not_an_error)
+{
+    zactor_t *fake = zactor_new (s_fake_broker, NULL);
+    char *endpoint = zstr_recv (fake);
+    //  The library: a NOTICE with the job's backend, the job still pending;
+    //  its (broker-made) result after.
+    uint64_t job;
+    client_kgym_t *client = s_fake_client (endpoint, "notice", &job);
+    client_event_t event;
+    ck_assert_int_eq (client_kgym_recv (client, ASK_MS, &event), 0);
+    ck_assert_msg (event.type == CLIENT_EVENT_NOTICE, "503 came as event %d, not a NOTICE", event.type);
+    ck_assert_uint_eq (event.code, CLIENT_NOTICE_NO_WORKER);
+    ck_assert_uint_eq (event.ref, 1);
+    ck_assert_uint_eq (event.job, job);
+    ck_assert_str_eq (event.backend, "cpu");
+    ck_assert_msg (strstr (event.reason, "no connected worker"), "reason: %s", event.reason);
+    ck_assert_uint_eq (client_kgym_pending (client), 1);
+    ck_assert_int_eq (client_kgym_recv (client, ASK_MS, &event), 0);
+    ck_assert_int_eq (event.type, CLIENT_EVENT_RESULT);
+    ck_assert_str_eq (json_string_value (json_object_get (event.result, "status")), "internal_error");
+    client_event_clear (&event);
+    ck_assert_uint_eq (client_kgym_pending (client), 0);
+    client_kgym_destroy (&client);
+
+    //  kgym submit: the reason once for the backend, both results, exit 0.
+    char *task = testutil_source_path ("examples/cpu/gelu_f32/task.json");
+    char *naive = testutil_source_path ("examples/cpu/gelu_f32/candidates/naive.json");
+    char *out, *text;
+    int rc = testutil_kgym (s_dir, &out, &text, "submit", "--broker", endpoint, "--tag", "notice",
+                            task, naive, naive, NULL);
+    ck_assert_msg (rc == 0, "kgym submit after a 503: exit %d (%s)", rc, text);
+    json_t *lines = s_json_lines (out);
+    ck_assert_int_eq (json_array_size (lines), 2);
+    json_decref (lines);
+    ck_assert_int_eq (s_count (out, "\"status\":\"internal_error\""), 2);
+    ck_assert_msg (s_count (text, "no connected worker serves backend 'cpu'") == 1,
+                   "the notice once per backend: '%s'", text);
+    free (out);
+    free (text);
+    free (task);
+    free (naive);
+    zstr_free (&endpoint);
+    zactor_destroy (&fake);
+}
+END_TEST
+
+START_TEST (test_a_malformed_result_fails_its_job_only)
+{
+    zactor_t *fake = zactor_new (s_fake_broker, NULL);
+    char *endpoint = zstr_recv (fake);
+    //  The library: an ERROR 400 made here (local), with the job's ref and id.
+    uint64_t job;
+    client_kgym_t *client = s_fake_client (endpoint, "notmap", &job);
+    client_event_t event;
+    ck_assert_int_eq (client_kgym_recv (client, ASK_MS, &event), 0);
+    ck_assert_int_eq (event.type, CLIENT_EVENT_ERROR);
+    ck_assert (event.local);
+    ck_assert_uint_eq (event.code, PROTO_ERR_MALFORMED);
+    ck_assert_uint_eq (event.ref, 1);
+    ck_assert_uint_eq (event.job, job);
+    ck_assert_msg (strstr (event.reason, "not a map"), "reason: %s", event.reason);
+    ck_assert_uint_eq (client_kgym_pending (client), 0);
+    client_kgym_destroy (&client);
+
+    //  kgym submit: three jobs, the second's result unreadable. All three
+    //  lines come, the bad one internal_error saying why; exit 1.
+    char *task = testutil_source_path ("examples/cpu/gelu_f32/task.json");
+    char path [128];
+    snprintf (path, sizeof path, "%s/batch.jsonl", s_dir);
+    FILE *file = fopen (path, "w");
+    ck_assert_ptr_nonnull (file);
+    const char *tags [] = { "one", "malformed", "three" };
+    for (int i = 0; i < 3; i++)
+        fprintf (file, "{\"task\": \"%s\", \"candidate\": {\"source\": \"%d\"}, \"tag\": \"%s\"}\n",
+                 task, i, tags [i]);
+    fclose (file);
+    char *out, *text;
+    int rc = testutil_kgym (s_dir, &out, &text, "submit", "--broker", endpoint, "--batch", path,
+                            "--window", "1", NULL);
+    ck_assert_msg (rc == 1, "kgym submit with a malformed result: exit %d (%s)", rc, text);
+    json_t *lines = s_json_lines (out);
+    ck_assert_msg (json_array_size (lines) == 3, "three lines, the batch went on: '%s'", out);
+    json_t *bad = s_line_with (lines, "candidate", "line 2");
+    ck_assert_msg (bad != NULL, "a line for the job with the bad result: '%s'", out);
+    ck_assert_str_eq (json_string_value (json_object_get (bad, "status")), "internal_error");
+    ck_assert (json_is_null (json_object_get (bad, "reward")));
+    ck_assert (json_is_integer (json_object_get (bad, "job")));
+    ck_assert_msg (strstr (json_string_value (json_object_get (bad, "message")) ?: "",
+                           "could not be read"), "its message: '%s'", out);
+    ck_assert_str_eq (json_string_value (json_object_get (s_line_with (lines, "candidate", "line 3"),
+                                                          "status")), "ok");
+    json_decref (lines);
+    ck_assert_msg (strstr (text, "line 2: the broker sent a result that could not be read")
+                   && strstr (text, "1 of 3 job(s) got no result of their own"),
+                   "stderr says which and how many: '%s'", text);
+    free (out);
+    free (text);
+    free (task);
+    zstr_free (&endpoint);
+    zactor_destroy (&fake);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
     Suite *suite = suite_create ("client_query");
     TCase *fake = tcase_create ("fake broker");
     tcase_set_timeout (fake, 60);
+    tcase_add_checked_fixture (fake, s_dir_setup, s_dir_teardown);
     tcase_add_test (fake, test_ask_keeps_other_events_for_recv);
+    tcase_add_test (fake, test_no_worker_notice_is_not_an_error);
+    tcase_add_test (fake, test_a_malformed_result_fails_its_job_only);
     suite_add_tcase (suite, fake);
     TCase *broker = tcase_create ("broker");
     tcase_set_timeout (broker, 240);

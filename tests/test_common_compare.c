@@ -111,6 +111,44 @@ START_TEST (test_integers_and_keep)
 }
 END_TEST
 
+//  Issue #12, class 5: int64 values near 2^54 that differ by one are equal
+//  as doubles; they must not pass, at any tolerance smaller than one.
+START_TEST (test_int64_exact)
+{
+    int64_t e [3] = { (1ll << 54) + 1, -(1ll << 60) + 3, INT64_MAX };
+    int64_t g [3] = { (1ll << 54),     -(1ll << 60) + 2, INT64_MIN };
+    ck_assert ((double) e [0] == (double) g [0]);       //  what the old rule compared
+    common_compare_t out;
+    common_compare (DTYPE_I64, e, g, 3, 0, 0, &out);
+    ck_assert_uint_eq (out.bad, 3);
+    common_compare (DTYPE_I64, e, g, 3, 0.5, 1e-19, &out);
+    ck_assert_uint_eq (out.bad, 3);
+    common_compare (DTYPE_I64, e, g, 2, 1, 0, &out);    //  atol 1 still widens integers
+    ck_assert_uint_eq (out.bad, 0);
+    common_compare (DTYPE_I64, e, e, 3, 0, 0, &out);
+    ck_assert_uint_eq (out.bad, 0);
+    uint8_t eu [2] = { 255, 0 }, gu [2] = { 254, 0 };
+    common_compare (DTYPE_U8, eu, gu, 2, 0, 0, &out);
+    ck_assert_uint_eq (out.bad, 1);
+}
+END_TEST
+
+//  tolerance.exact: bit for bit, so -0.0 and a NaN payload differ.
+START_TEST (test_bits)
+{
+    float e [4] = { 1.0f, 0.0f, 2.0f, 3.0f }, g [4] = { 1.0f, -0.0f, 2.0f, 3.0000002f };
+    common_compare_t out;
+    common_compare_bits (DTYPE_F32, e, g, 4, &out);
+    ck_assert_uint_eq (out.bad, 2);
+    ck_assert_uint_eq (out.first [0].index, 1);
+    ck_assert_uint_eq (out.first [1].index, 3);
+    common_compare (DTYPE_F32, e, g, 4, 1e-6, 1e-6, &out);
+    ck_assert_uint_eq (out.bad, 0);
+    common_compare_bits (DTYPE_F32, e, e, 4, &out);
+    ck_assert_uint_eq (out.bad, 0);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -121,6 +159,8 @@ s_suite (void)
     tcase_add_test (tc, test_nan_fails);
     tcase_add_test (tc, test_infinities);
     tcase_add_test (tc, test_integers_and_keep);
+    tcase_add_test (tc, test_int64_exact);
+    tcase_add_test (tc, test_bits);
     suite_add_tcase (suite, tc);
     return suite;
 }

@@ -3,6 +3,20 @@
     with a reason naming its path; layouts compute sizes, geometry and args
     and refuse negative dims, overflow, huge tensors and empty blocks.  */
 #include "testutil.h"
+#include "common_backend.h"
+
+//  The task format's view of two backends like the worker's (common tests
+//  do not link the worker's registry).
+static const common_backend_info_t s_cpu = { "cpu", { "cpu" }, { "c" }, false };
+static const common_backend_info_t s_cuda = { "cuda", { "cuda" }, { "cuda", "ptx" }, false };
+static const common_backend_info_t s_python = { "python", { "cpu", "cuda" }, { "python" }, true };
+static const common_backend_info_t *const s_catalog [] = { &s_cpu, &s_cuda, &s_python, NULL };
+
+static void
+s_install_catalog (void)
+{
+    common_backend_install (s_catalog);
+}
 #include "common_task.h"
 #include <math.h>
 #include <stdio.h>
@@ -762,11 +776,124 @@ START_TEST (test_json_load_file)
 }
 END_TEST
 
+//  Without a catalog (a client that only sends jobs) any well-formed backend
+//  and language pass; a missing lang stays unset for the worker to fill.
+START_TEST (test_no_catalog_is_lenient)
+{
+    common_backend_install (NULL);
+    char err [512] = "";
+    json_t *json = json_loads ("{\"name\": \"t\", \"backend\": \"tpu\","
+        " \"args\": [{\"name\": \"y\", \"kind\": \"output\", \"dtype\": \"f32\", \"shape\": [4]}],"
+        " \"sizes\": [{}], \"reference\": {\"source\": \"x\", \"lang\": \"jax\","
+        " \"launches\": [{\"kernel\": \"k\"}]}}", 0, NULL);
+    common_task_t *task = common_task_from_json (json, err, sizeof err);
+    ck_assert_msg (task != NULL, "%s", err);
+    ck_assert_str_eq (task->backend, "tpu");
+    ck_assert_str_eq (task->reference.lang, "jax");
+    common_task_destroy (&task);
+    json_object_del (json_object_get (json, "reference"), "lang");
+    task = common_task_from_json (json, err, sizeof err);
+    ck_assert_msg (task != NULL, "%s", err);
+    ck_assert_ptr_null (task->reference.lang);
+    common_task_destroy (&task);
+    json_decref (json);
+    s_install_catalog ();
+}
+END_TEST
+
+//  The targets and languages of the catalog, as the messages list them.
+START_TEST (test_catalog_lists)
+{
+    char buf [128];
+    ck_assert_str_eq (common_backend_list (NULL, false, buf, sizeof buf), "cpu, cuda");
+    ck_assert_str_eq (common_backend_list ("cuda", true, buf, sizeof buf), "cuda, ptx, python");
+    ck_assert_str_eq (common_backend_list (NULL, true, buf, sizeof buf), "c, cuda, ptx, python");
+    ck_assert_str_eq (common_backend_list ("cpu", true, buf, sizeof buf), "c, python");
+    ck_assert (common_backend_modules ("cuda", "python"));
+    ck_assert (!common_backend_modules ("cuda", "cuda"));
+    ck_assert_str_eq (common_backend_default_lang ("cpu"), "c");
+    ck_assert_ptr_null (common_backend_default_lang ("tpu"));
+    ck_assert_ptr_null (common_backend_find ("cpu", "cuda"));
+    ck_assert_str_eq (common_backend_find ("cuda", "ptx")->name, "cuda");
+}
+END_TEST
+
+//  A module task (docs/pytorch-tasks.md): no args or launches; sizes are the
+//  module's constants; the "python" object; KernelBench's tolerance.
+START_TEST (test_module_task)
+{
+    char err [512] = "";
+    json_t *json = json_loads ("{\"task\": {\"name\": \"19_ReLU\", \"backend\": \"cuda\","
+        " \"reference\": {\"lang\": \"python\", \"source\": \"class Model: pass\"},"
+        " \"sizes\": [{}, {}], \"python\": {\"dtype\": \"f16\", \"kernel\": \"triton\"}},"
+        " \"candidate\": {\"lang\": \"python\", \"source\": \"class ModelNew: pass\"}}", 0, NULL);
+    common_job_t *job = common_job_from_json (json, err, sizeof err);
+    ck_assert_msg (job != NULL, "%s", err);
+    const common_task_t *task = job->task;
+    ck_assert (task->is_module);
+    ck_assert_uint_eq (task->nargs, 0);
+    ck_assert_uint_eq (task->nsizes, 2);
+    ck_assert (task->atol == 1e-2 && task->rtol == 1e-2);
+    ck_assert_int_eq (task->module.dtype, DTYPE_F16);
+    ck_assert_str_eq (task->module.entry, "Model");
+    ck_assert_str_eq (task->module.candidate_entry, "ModelNew");
+    ck_assert_str_eq (task->module.kernel, "triton");
+    ck_assert_str_eq (task->module.baseline, "eager");
+    ck_assert (task->module.library_share_max == 0.5);
+    ck_assert_uint_eq (job->candidate->nlaunches, 0);
+    common_job_destroy (&job);
+
+    //  No sizes: the module as written; a function entry names its candidate.
+    json_t *t = json_object_get (json, "task");
+    json_object_del (t, "sizes");
+    json_object_set_new (t, "python", json_pack ("{s:s}", "entry", "rmsnorm"));
+    job = common_job_from_json (json, err, sizeof err);
+    ck_assert_msg (job != NULL, "%s", err);
+    ck_assert_uint_eq (job->task->nsizes, 1);
+    ck_assert_str_eq (job->task->module.candidate_entry, "rmsnorm");
+    common_job_destroy (&job);
+
+    struct { const char *where, *key, *value, *expect; } bad [] = {
+        { "task", "args", "[]", "has no 'args'" },
+        { "task.reference", "launches", "[{\"kernel\": \"k\"}]", "is a module" },
+        { "task.python", "kernel", "\"jax\"", "not one of triton" },
+        { "task.python", "dtype", "\"i32\"", "not a floating dtype" },
+        { "task.python", "library_share_max", "2", "[0, 1]" },
+        { "task.python", "entry", "\"a b\"", "identifier" },
+        { "candidate", "lang", "\"cuda\"", "so must this be" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad [0]; i++) {
+        json_t *copy = json_deep_copy (json);
+        json_t *where = copy;
+        if (strcmp (bad [i].where, "task") == 0)
+            where = json_object_get (copy, "task");
+        else if (strcmp (bad [i].where, "task.reference") == 0)
+            where = json_object_get (json_object_get (copy, "task"), "reference");
+        else if (strcmp (bad [i].where, "task.python") == 0)
+            where = json_object_get (json_object_get (copy, "task"), "python");
+        else
+            where = json_object_get (copy, "candidate");
+        json_object_set_new (where, bad [i].key, json_loads (bad [i].value, JSON_DECODE_ANY, NULL));
+        if (strcmp (bad [i].key, "lang") == 0)
+            json_object_set_new (where, "launches", json_loads ("[{\"kernel\": \"k\"}]", 0, NULL));
+        common_job_t *j = common_job_from_json (copy, err, sizeof err);
+        ck_assert_msg (j == NULL, "case %zu parsed", i);
+        ck_assert_msg (strstr (err, bad [i].expect), "case %zu: '%s' lacks '%s'", i, err, bad [i].expect);
+        json_decref (copy);
+    }
+    json_decref (json);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
     Suite *suite = suite_create ("common_task");
     TCase *tc = tcase_create ("core");
+    tcase_add_checked_fixture (tc, s_install_catalog, NULL);
+    tcase_add_test (tc, test_no_catalog_is_lenient);
+    tcase_add_test (tc, test_catalog_lists);
+    tcase_add_test (tc, test_module_task);
     tcase_add_test (tc, test_example_task);
     tcase_add_test (tc, test_example_job);
     tcase_add_test (tc, test_eval_reward_values);

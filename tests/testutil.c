@@ -5,7 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <spawn.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <fcntl.h>
 #include <unistd.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -46,6 +51,45 @@ testutil_run_suite (Suite *suite)
     return failed == 0 ? 0 : 1;
 }
 
+void
+testutil_dir_make (char *dir, size_t size, const char *name)
+{
+    snprintf (dir, size, "/tmp/kgym-test-%s-XXXXXX", name);
+    ck_assert_ptr_nonnull (mkdtemp (dir));
+}
+
+void
+testutil_dir_remove (const char *dir)
+{
+    char command [600];
+    snprintf (command, sizeof command, "rm -rf '%s'", dir);
+    if (system (command) != 0)
+        fprintf (stderr, "cannot remove %s\n", dir);
+}
+
+void
+testutil_broker_start (testutil_broker_t *self, broker_config_t *cfg)
+{
+    //  The defaults (tcp://*:5555) are a deployment's, not a test's.
+    if (!cfg->clients_endpoint || strstr (cfg->clients_endpoint, "*:"))
+        cfg->clients_endpoint = "tcp://127.0.0.1:*";
+    if (!cfg->workers_endpoint || strstr (cfg->workers_endpoint, "*:"))
+        cfg->workers_endpoint = "tcp://127.0.0.1:*";
+    self->actor = zactor_new (broker_server_actor, cfg);
+    ck_assert_ptr_nonnull (self->actor);
+    zstr_send (self->actor, "ENDPOINTS");
+    ck_assert_int_eq (zstr_recvx (self->actor, &self->clients, &self->workers, NULL), 2);
+    ck_assert_msg (self->clients [0], "broker did not start: %s", self->workers);
+}
+
+void
+testutil_broker_stop (testutil_broker_t *self)
+{
+    zactor_destroy (&self->actor);
+    zstr_free (&self->clients);
+    zstr_free (&self->workers);
+}
+
 int
 testutil_free_port (void)
 {
@@ -65,4 +109,94 @@ testutil_spawn (char *const argv [])
     int rc = posix_spawn (&pid, argv [0], NULL, NULL, argv, environ);
     ck_assert_msg (rc == 0, "cannot start %s: %s", argv [0], strerror (rc));
     return pid;
+}
+
+pid_t
+testutil_spawn_io (char *const argv [], const char *in_path, const char *out_path,
+                   const char *err_path, int out_fd)
+{
+    fflush (stdout);
+    fflush (stderr);
+    pid_t parent = getpid ();
+    pid_t pid = fork ();
+    ck_assert_int_ge (pid, 0);
+    if (pid == 0) {
+        prctl (PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid () != parent)
+            _exit (127);
+        if (in_path) {
+            int fd = open (in_path, O_RDONLY);
+            if (fd < 0)
+                _exit (127);
+            dup2 (fd, STDIN_FILENO);
+        }
+        if (out_fd >= 0)
+            dup2 (out_fd, STDOUT_FILENO);
+        if (out_path) {
+            int fd = open (out_path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+            dup2 (fd, STDOUT_FILENO);
+        }
+        if (err_path) {
+            int fd = open (err_path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+            dup2 (fd, STDERR_FILENO);
+        }
+        execv (argv [0], argv);
+        _exit (127);
+    }
+    return pid;
+}
+
+char *
+testutil_read_file (const char *path)
+{
+    FILE *file = fopen (path, "r");
+    ck_assert_msg (file != NULL, "cannot read %s", path);
+    char *text = calloc (1, 1 << 20);
+    ck_assert_ptr_nonnull (text);
+    size_t size = fread (text, 1, (1 << 20) - 1, file);
+    text [size] = 0;
+    fclose (file);
+    return text;
+}
+
+static int
+s_kgym (const char *dir, const char *in_path, char **out, char **err, va_list args)
+{
+    char kgym [512];
+    snprintf (kgym, sizeof kgym, "%s/client/kgym", KGYM_BUILD_DIR);
+    char *argv [48] = { kgym };
+    int argc = 1;
+    char *arg;
+    while ((arg = va_arg (args, char *)) && argc < 47)
+        argv [argc++] = arg;
+    argv [argc] = NULL;
+    char out_path [512], err_path [512];
+    snprintf (out_path, sizeof out_path, "%s/kgym.out", dir);
+    snprintf (err_path, sizeof err_path, "%s/kgym.err", dir);
+    pid_t pid = testutil_spawn_io (argv, in_path, out_path, err_path, -1);
+    int status;
+    ck_assert_int_eq (waitpid (pid, &status, 0), pid);
+    *out = testutil_read_file (out_path);
+    *err = testutil_read_file (err_path);
+    return WIFEXITED (status)? WEXITSTATUS (status): -1;
+}
+
+int
+testutil_kgym_in (const char *dir, const char *in_path, char **out, char **err, ...)
+{
+    va_list args;
+    va_start (args, err);
+    int rc = s_kgym (dir, in_path, out, err, args);
+    va_end (args);
+    return rc;
+}
+
+int
+testutil_kgym (const char *dir, char **out, char **err, ...)
+{
+    va_list args;
+    va_start (args, err);
+    int rc = s_kgym (dir, NULL, out, err, args);
+    va_end (args);
+    return rc;
 }

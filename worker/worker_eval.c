@@ -7,15 +7,11 @@
 */
 #include "common_util.h"
 #include "worker_eval.h"
-#include "worker_cpu.h"
+#include "worker_registry.h"
 #include "worker_reward.h"
 #include "worker_feedback.h"
 #include "worker_cache.h"
 #include "common_log.h"
-#include "kgym_config.h"
-#if KGYM_HAVE_CUDA
-#include "worker_cuda.h"
-#endif
 #include <sodium.h>
 #include <math.h>
 #include <pthread.h>
@@ -24,15 +20,22 @@
 #include <string.h>
 #include <time.h>
 
+//  One backend this evaluator may use, made on first use.
+typedef struct {
+    const worker_backend_t *backend;    //  from the registry
+    void *state;                        //  its instance, NULL until made
+    char error [512];                   //  why it could not be made ("" = not tried or fine)
+} s_slot_t;
+
+#define S_MAX_BACKENDS 16
+
 struct worker_eval_t {
     worker_eval_config_t cfg;       //  copy; strings owned below
-    char *backend;                  //  served backend, NULL = any
+    char *backend;                  //  served target, NULL = any
     char *worker_name;              //  echoed in results
     worker_cache_t *cache;          //  compile cache (shared by backends), may be NULL
-    worker_cpu_t *cpu;              //  CPU backend, made on first use
-#if KGYM_HAVE_CUDA
-    worker_cuda_t *cuda;            //  CUDA backend, made on first use
-#endif
+    s_slot_t slots [S_MAX_BACKENDS];//  every registered backend
+    size_t nslots;                  //  entries used
     pthread_mutex_t lock;           //  guards lazy creation of the backends
 };
 
@@ -41,7 +44,7 @@ struct worker_job_t {
     uint64_t seed;                  //  seed in use
     worker_outcome_t outcome;       //  filled as the job goes
     bool final;                     //  outcome is final after prepare
-    bool is_cuda;                   //  which backend holds prepared
+    s_slot_t *slot;                 //  the backend holding prepared
     void *prepared;                 //  backend's prepared job
     char *tag;                      //  caller's tag
     double started;                 //  when prepare began
@@ -58,6 +61,18 @@ worker_eval_config_default (worker_eval_config_t *cfg)
     cfg->fresh_runner = false;
 }
 
+//  Make a slot's backend (lock held). 0 or -1 with slot->error set.
+static int
+s_slot_make (worker_eval_t *self, s_slot_t *slot)
+{
+    if (slot->state)
+        return 0;
+    slot->error [0] = 0;
+    slot->state = slot->backend->create (&self->cfg, self->cache, slot->error, sizeof slot->error);
+    if (!slot->state && !slot->error [0])
+        snprintf (slot->error, sizeof slot->error, "cannot start");
+    return slot->state? 0: -1;
+}
 
 worker_eval_t *
 worker_eval_new (const worker_eval_config_t *cfg, char *err, size_t errlen)
@@ -66,16 +81,13 @@ worker_eval_new (const worker_eval_config_t *cfg, char *err, size_t errlen)
         snprintf (err, errlen, "libsodium failed to initialise");
         return NULL;
     }
-    if (cfg->backend && strcmp (cfg->backend, "cpu") && strcmp (cfg->backend, "cuda")) {
-        snprintf (err, errlen, "unknown backend '%s' (cpu or cuda)", cfg->backend);
+    const worker_backend_t *const *all = worker_registry_all ();
+    if (cfg->backend && !worker_registry_serves (cfg->backend)) {
+        char names [128];
+        snprintf (err, errlen, "unknown backend '%s' (this build serves %s)", cfg->backend,
+                  worker_registry_targets (names, sizeof names));
         return NULL;
     }
-#if !KGYM_HAVE_CUDA
-    if (cfg->backend && strcmp (cfg->backend, "cuda") == 0) {
-        snprintf (err, errlen, "this build has no CUDA backend (the CUDA toolkit was not found at build time)");
-        return NULL;
-    }
-#endif
     worker_eval_t *self = calloc (1, sizeof *self);
     if (!self) {
         snprintf (err, errlen, "out of memory");
@@ -85,25 +97,25 @@ worker_eval_new (const worker_eval_config_t *cfg, char *err, size_t errlen)
     self->backend = cfg->backend? strdup (cfg->backend): NULL;
     self->worker_name = strdup (cfg->worker_name? cfg->worker_name: "local");
     pthread_mutex_init (&self->lock, NULL);
+    for (size_t i = 0; all [i] && self->nslots < S_MAX_BACKENDS; i++) {
+        bool serves = !self->backend;
+        for (size_t t = 0; !serves && t < COMMON_BACKEND_MAX_NAMES && all [i]->info.targets [t]; t++)
+            serves = strcmp (all [i]->info.targets [t], self->backend) == 0;
+        if (serves)
+            self->slots [self->nslots++].backend = all [i];
+    }
     char *path = worker_cache_default_path (cfg->cache_path);
     char cerr [256] = "";
     self->cache = path? worker_cache_new (path, WORKER_CACHE_DEFAULT_MAX, cerr, sizeof cerr): NULL;
     if (!self->cache)
         log_warn ("eval", "compile cache unavailable (%s): compiling every time", cerr);
     free (path);
-    //  A worker serving one backend makes it now, so a broken one fails at start.
-    if (self->backend) {
-        bool ok = true;
-        if (strcmp (self->backend, "cpu") == 0)
-            ok = (self->cpu = worker_cpu_new (&self->cfg, self->cache, err, errlen)) != NULL;
-#if KGYM_HAVE_CUDA
-        else
-            ok = (self->cuda = worker_cuda_new (&self->cfg, self->cache, err, errlen)) != NULL;
-#endif
-        if (!ok) {
-            worker_eval_destroy (&self);
-            return NULL;
-        }
+    //  A worker serving one target makes its first backend now, so a broken
+    //  one fails at start; the others (other languages) on first use.
+    if (self->backend && self->nslots && s_slot_make (self, &self->slots [0])) {
+        snprintf (err, errlen, "%s", self->slots [0].error);
+        worker_eval_destroy (&self);
+        return NULL;
     }
     return self;
 }
@@ -114,10 +126,9 @@ worker_eval_destroy (worker_eval_t **self_p)
     worker_eval_t *self = *self_p;
     if (!self)
         return;
-    worker_cpu_destroy (&self->cpu);
-#if KGYM_HAVE_CUDA
-    worker_cuda_destroy (&self->cuda);
-#endif
+    for (size_t i = 0; i < self->nslots; i++)
+        if (self->slots [i].state)
+            self->slots [i].backend->destroy (&self->slots [i].state);
     worker_cache_destroy (&self->cache);
     pthread_mutex_destroy (&self->lock);
     free (self->backend);
@@ -126,57 +137,90 @@ worker_eval_destroy (worker_eval_t **self_p)
     *self_p = NULL;
 }
 
+//  The first backend made (the one a worker serving a target started with).
+static s_slot_t *
+s_primary (worker_eval_t *self)
+{
+    for (size_t i = 0; i < self->nslots; i++)
+        if (self->slots [i].state)
+            return &self->slots [i];
+    return NULL;
+}
+
 const char *
 worker_eval_device (worker_eval_t *self)
 {
-#if KGYM_HAVE_CUDA
-    if (self->cuda)
-        return worker_cuda_device (self->cuda);
-#endif
-    if (self->cpu)
-        return worker_cpu_device (self->cpu);
-    return "none";
+    s_slot_t *slot = s_primary (self);
+    return slot? slot->backend->device (slot->state): "none";
 }
 
 const char *
 worker_eval_device_uuid (worker_eval_t *self)
 {
-#if KGYM_HAVE_CUDA
-    if (self->cuda)
-        return worker_cuda_uuid (self->cuda);
-#endif
-    return "";
+    s_slot_t *slot = s_primary (self);
+    return slot && slot->backend->device_uuid? slot->backend->device_uuid (slot->state): "";
 }
 
-//  The backend object for a task, made on first use. NULL with out set.
-static int
-s_backend (worker_eval_t *self, const char *backend, worker_outcome_t *out)
+const char *
+worker_eval_caps (worker_eval_t *self)
 {
-    if (self->backend && strcmp (self->backend, backend) != 0) {
-        worker_outcome_fail (out, STATUS_INVALID, "task backend '%s' sent to a '%s' worker",
-                             backend, self->backend);
-        return -1;
-    }
-    char err [512] = "";
-    int rc = 0;
+    s_slot_t *slot = s_primary (self);
+    return slot && slot->backend->caps? slot->backend->caps (slot->state): "{}";
+}
+
+bool
+worker_eval_quarantined (worker_eval_t *self, char *reason, size_t len)
+{
     pthread_mutex_lock (&self->lock);
-    if (strcmp (backend, "cpu") == 0) {
-        if (!self->cpu && !(self->cpu = worker_cpu_new (&self->cfg, self->cache, err, sizeof err)))
-            rc = -1;
-    }
-    else {
-#if KGYM_HAVE_CUDA
-        if (!self->cuda && !(self->cuda = worker_cuda_new (&self->cfg, self->cache, err, sizeof err)))
-            rc = -1;
-#else
-        snprintf (err, sizeof err, "this build has no CUDA backend");
-        rc = -1;
-#endif
+    bool quarantined = false;
+    for (size_t i = 0; i < self->nslots && !quarantined; i++) {
+        s_slot_t *slot = &self->slots [i];
+        quarantined = slot->state && slot->backend->quarantined
+                   && slot->backend->quarantined (slot->state, reason, len);
     }
     pthread_mutex_unlock (&self->lock);
-    if (rc)
-        worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "backend %s unavailable: %s", backend, err);
-    return rc;
+    return quarantined;
+}
+
+//  The made backend for a job's task, or NULL with out set.
+static s_slot_t *
+s_backend (worker_eval_t *self, const common_job_t *job, worker_outcome_t *out)
+{
+    const char *target = job->task->backend;
+    const char *lang = job->task->reference.lang;
+    if (self->backend && strcmp (self->backend, target) != 0) {
+        worker_outcome_fail (out, STATUS_INVALID, "task backend '%s' sent to a '%s' worker",
+                             target, self->backend);
+        return NULL;
+    }
+    const worker_backend_t *backend = worker_registry_find (target, lang);
+    s_slot_t *slot = NULL;
+    for (size_t i = 0; backend && i < self->nslots; i++)
+        if (self->slots [i].backend == backend)
+            slot = &self->slots [i];
+    if (!slot) {
+        worker_outcome_fail (out, STATUS_INVALID, "no backend serves '%s' programs on '%s'",
+                             lang? lang: "?", target);
+        return NULL;
+    }
+    //  Every program of a job goes through the one backend.
+    const common_program_t *programs [] = { job->candidate, job->task->baseline };
+    for (size_t p = 0; p < 2; p++)
+        if (programs [p] && programs [p]->lang
+        &&  worker_registry_find (target, programs [p]->lang) != backend) {
+            worker_outcome_fail (out, STATUS_INVALID, "the %s is '%s' but the task's reference is '%s'",
+                                 p? "baseline": "candidate", programs [p]->lang, lang);
+            return NULL;
+        }
+    pthread_mutex_lock (&self->lock);
+    int rc = s_slot_make (self, slot);
+    pthread_mutex_unlock (&self->lock);
+    if (rc) {
+        worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "backend %s unavailable: %s",
+                             backend->info.name, slot->error);
+        return NULL;
+    }
+    return slot;
 }
 
 worker_job_t *
@@ -208,19 +252,9 @@ worker_eval_prepare (worker_eval_t *self, json_t *json)
         wjob->seed &= INT64_MAX;
     }
     out->seed = wjob->seed;
-    const char *backend = wjob->job->task->backend;
-    if (s_backend (self, backend, out)) {
-        wjob->final = true;
-        return wjob;
-    }
-    if (strcmp (backend, "cpu") == 0)
-        wjob->prepared = worker_cpu_prepare (self->cpu, wjob->job, wjob->seed, out);
-#if KGYM_HAVE_CUDA
-    else {
-        wjob->is_cuda = true;
-        wjob->prepared = worker_cuda_prepare (self->cuda, wjob->job, wjob->seed, out);
-    }
-#endif
+    wjob->slot = s_backend (self, wjob->job, out);
+    if (wjob->slot)
+        wjob->prepared = wjob->slot->backend->prepare (wjob->slot->state, wjob->job, wjob->seed, out);
     if (!wjob->prepared)
         wjob->final = true;
     return wjob;
@@ -235,10 +269,11 @@ s_set_number_or_null (json_t *obj, const char *key, bool present, double value)
 static json_t *
 s_timing_json (const worker_timing_t *t)
 {
-    return json_pack ("{s:i, s:f, s:f, s:f, s:f, s:f, s:f}",
+    return json_pack ("{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:i}",
                       "n", (json_int_t) t->n, "median_us", t->median_us, "mean_us", t->mean_us,
                       "std_us", t->std_us, "min_us", t->min_us, "max_us", t->max_us,
-                      "cv", t->mean_us > 0? t->std_us / t->mean_us: 0.0);
+                      "cv", t->mean_us > 0? t->std_us / t->mean_us: 0.0,
+                      "outliers", (json_int_t) t->outliers);
 }
 
 static json_t *
@@ -264,14 +299,17 @@ s_result (worker_eval_t *self, worker_job_t *wjob)
     json_object_set_new (result, "backend", wjob->job? json_string (wjob->job->task->backend)
                                                      : json_null ());
     json_object_set_new (result, "device", json_string (worker_eval_device (self)));
-    bool on_gpu = wjob->job && strcmp (wjob->job->task->backend, "cuda") == 0;
-    json_object_set_new (result, "device_ordinal", on_gpu? json_integer (self->cfg.device): json_null ());
+    bool ordinal = wjob->slot && wjob->slot->backend->device_ordinal;
+    json_object_set_new (result, "device_ordinal", ordinal? json_integer (self->cfg.device): json_null ());
     json_object_set_new (result, "worker", json_string (self->worker_name));
     if (out->candidate.n) {
         json_t *timings = json_object ();
         json_object_set_new (timings, "candidate", s_timing_json (&out->candidate));
         json_object_set_new (timings, "baseline", s_timing_json (&out->baseline));
         json_object_set_new (timings, "baseline_kind", json_string (out->baseline_kind));
+        if (out->speedup_hi > 0)
+            json_object_set_new (timings, "speedup_ci", json_pack ("[f, f]", out->speedup_lo,
+                                                                     out->speedup_hi));
         json_object_set_new (result, "timings", timings);
     }
     else
@@ -303,6 +341,7 @@ s_result (worker_eval_t *self, worker_job_t *wjob)
     json_t *sandbox = json_loads (out->sandbox, 0, NULL);
     json_object_set_new (result, "sandbox", sandbox? sandbox: json_object ());
     json_object_set_new (result, "tag", wjob->tag? json_string (wjob->tag): json_null ());
+    json_object_set_new (result, "retried", json_boolean (out->retried));
     if (out->extra)
         json_object_update (result, out->extra);
     //  Same keys on every outcome: null when no profile was taken.
@@ -322,6 +361,8 @@ s_job_destroy (worker_job_t **wjob_p)
     worker_job_t *wjob = *wjob_p;
     if (!wjob)
         return;
+    if (wjob->prepared && wjob->slot)
+        wjob->slot->backend->job_destroy (&wjob->prepared);
     common_job_destroy (&wjob->job);
     worker_outcome_clear (&wjob->outcome);
     free (wjob->tag);
@@ -337,21 +378,19 @@ worker_eval_execute (worker_eval_t *self, worker_job_t **job_p)
     if (!wjob)
         return NULL;
     if (!wjob->final && wjob->prepared) {
-        if (!wjob->is_cuda) {
-            worker_cpu_job_t *cjob = wjob->prepared;
-            worker_cpu_execute (self->cpu, &cjob, &wjob->outcome);
-        }
-#if KGYM_HAVE_CUDA
-        else {
-            worker_cuda_job_t *gjob = wjob->prepared;
-            worker_cuda_execute (self->cuda, &gjob, &wjob->outcome);
-        }
-#endif
+        wjob->slot->backend->execute (wjob->slot->state, &wjob->prepared, &wjob->outcome);
         wjob->prepared = NULL;
     }
     json_t *result = s_result (self, wjob);
     s_job_destroy (&wjob);
     return result;
+}
+
+void
+worker_eval_discard (worker_eval_t *self, worker_job_t **job_p)
+{
+    (void) self;
+    s_job_destroy (job_p);
 }
 
 json_t *

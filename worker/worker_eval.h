@@ -14,6 +14,9 @@
 
     Work is split in two phases so a worker can compile one job while
     another runs: prepare (parse + compile) and execute (run + check + time).
+    The backends do both through their tables (worker_backend.h), found in
+    the registry (worker_registry.h) by the task's target and language; this
+    file names none of them.
 */
 #ifndef WORKER_EVAL_H
 #define WORKER_EVAL_H
@@ -22,13 +25,15 @@
 #include <stdbool.h>
 #include <jansson.h>
 
-typedef struct {
-    const char *backend;        //  "cpu" or "cuda"
+typedef struct worker_eval_config_t {
+    const char *backend;        //  target served ("cpu", "cuda"); NULL = any
     int device;                 //  CUDA device ordinal
     const char *cache_path;     //  compile cache file; NULL = worker_cache_default_path
     const char *worker_name;    //  echoed as "worker" in results
     uint64_t max_tensor_bytes;  //  per-size cap on tensors + workspace
     uint64_t sandbox_mem_bytes; //  memory cap for a runner beyond its tensors
+    uint64_t max_job_bytes;     //  memory one job may need, all its parts (0: the backend's default
+                                //  from the machine); over it the job is invalid
     bool fresh_runner;          //  CUDA: a fresh runner per job (strictest)
     //  Called (from a job's thread) when the GPU fails its health check after a
     //  kernel fault: the worker must stop taking jobs. May be NULL.
@@ -53,13 +58,22 @@ worker_job_t *worker_eval_prepare (worker_eval_t *self, json_t *job);
 //  and destroys *job_p.
 json_t *worker_eval_execute (worker_eval_t *self, worker_job_t **job_p);
 
+//  Free a prepared job without running it (NULL is fine).
+void worker_eval_discard (worker_eval_t *self, worker_job_t **job_p);
+
 //  Both phases.
 json_t *worker_eval_run (worker_eval_t *self, json_t *job);
 
-//  "cpu: <model name>" or the GPU's name; borrowed.
+//  The served device in words ("cpu: <model name>", the GPU's name); borrowed.
 const char *worker_eval_device (worker_eval_t *self);
 
 //  The GPU's UUID for metric labels ("GPU-..."; "" on the CPU backend).
 const char *worker_eval_device_uuid (worker_eval_t *self);
+
+//  What the sandbox enforces for the served backend's runners (caps JSON text).
+const char *worker_eval_caps (worker_eval_t *self);
+
+//  True once a backend's device failed its health check (reason says why).
+bool worker_eval_quarantined (worker_eval_t *self, char *reason, size_t len);
 
 #endif

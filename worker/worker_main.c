@@ -1,6 +1,6 @@
 /*  kgym-worker - one worker process: one GPU, or the CPU backend.
 
-    kgym-worker --broker EP --backend cpu|cuda [--device N] [options]
+    kgym-worker --broker EP --backend TARGET [--device N] [options]
 
     Signals: the first SIGTERM drains (finish the jobs held, take no new
     ones, DISCONNECT, exit 0); a second SIGTERM, or SIGINT, leaves at once
@@ -15,6 +15,7 @@
     READY=1 comes at that same moment, STOPPING=1 on the way out.
 */
 #include "worker_server.h"
+#include "worker_registry.h"
 #include "common_log.h"
 #include "common_metrics_http.h"
 #include "kgym_config.h"
@@ -32,12 +33,22 @@ static int s_signal_pipe [2] = { -1, -1 };     //  written by the handler, read 
 static void
 s_usage (FILE *out)
 {
+    char targets [128];
+    worker_registry_targets (targets, sizeof targets);
     fprintf (out,
-        "usage: kgym-worker --broker EP --backend cpu|cuda [--device N] [options]\n"
+        "usage: kgym-worker --broker EP --backend TARGET [--device N] [options]\n"
         "  --broker EP          the broker's worker endpoint (tcp://host:port)\n"
-        "  --backend B          cpu or cuda\n"
-        "  --device N           CUDA device ordinal (default 0)\n"
-        "  --slots N            jobs running at once (default: cpu 2, cuda 1)\n"
+        "  --backend TARGET     what to grade: %s\n", targets);
+    const worker_backend_t *const *all = worker_registry_all ();
+    for (size_t i = 0; all [i]; i++) {
+        char langs [128];
+        fprintf (out, "                         %s: %s (%s)\n", all [i]->info.targets [0],
+                 all [i]->summary, common_backend_list (all [i]->info.targets [0], true, langs, sizeof langs));
+    }
+    fprintf (out,
+        "  --device N           device ordinal of a GPU backend (default 0)\n"
+        "  --slots N            jobs running at once (default: the backend's: cpu one per core\n"
+        "                       but one; a GPU backend 1)\n"
         "  --prefetch N         extra jobs taken to compile ahead (default 1)\n"
         "  --cache PATH         compile cache file (default $KGYM_CACHE_DIR or ~/.cache/kgym)\n"
         "  --name NAME          worker name (default host:pid)\n"
@@ -139,7 +150,12 @@ main (int argc, char **argv)
         switch (opt) {
             case 'b': cfg.broker_endpoint = optarg; break;
             case 'B': cfg.backend = optarg; break;
-            case 'd': cfg.device = atoi (optarg); break;
+            case 'd': {
+                uint32_t device;
+                if (s_parse_u32 ("--device", optarg, &device, true)) return 2;
+                cfg.device = (int) device;
+                break;
+            }
             case 's': if (s_parse_u32 ("--slots", optarg, &cfg.slots, false)) return 2; break;
             case 'p': if (s_parse_u32 ("--prefetch", optarg, &cfg.prefetch, true)) return 2; break;
             case 'c': cfg.cache_path = optarg; break;
@@ -194,7 +210,14 @@ main (int argc, char **argv)
     sigaction (SIGINT, &action, NULL);
 
     char err [512] = "";
-    if (streq (cfg.backend, "cuda")) {
+    const worker_backend_t *backend = worker_registry_find (cfg.backend, NULL);
+    if (!backend) {
+        char targets [128];
+        fprintf (stderr, "kgym-worker: --backend '%s' is not one this build serves (%s)\n",
+                 cfg.backend, worker_registry_targets (targets, sizeof targets));
+        return 2;
+    }
+    if (backend->device_ordinal) {
         char gpu [16];
         snprintf (gpu, sizeof gpu, "%d", cfg.device);
         common_log_set_gpu (gpu);

@@ -45,32 +45,11 @@ worker_outcome_fail (worker_outcome_t *outcome, worker_status_t status, const ch
     va_end (args);
 }
 
-static int
-s_compare_double (const void *a, const void *b)
+worker_status_t
+worker_status_from_name (const char *name)
 {
-    double x = *(const double *) a, y = *(const double *) b;
-    return (x > y) - (x < y);
-}
-
-void
-worker_timing_from (worker_timing_t *timing, double *samples_us, size_t n)
-{
-    memset (timing, 0, sizeof *timing);
-    if (n == 0)
-        return;
-    qsort (samples_us, n, sizeof (double), s_compare_double);
-    double sum = 0;
-    for (size_t i = 0; i < n; i++)
-        sum += samples_us [i];
-    double mean = sum / (double) n;
-    double var = 0;
-    for (size_t i = 0; i < n; i++)
-        var += (samples_us [i] - mean) * (samples_us [i] - mean);
-    timing->n = (uint32_t) n;
-    timing->mean_us = mean;
-    timing->std_us = n > 1? sqrt (var / (double) (n - 1)): 0;
-    timing->min_us = samples_us [0];
-    timing->max_us = samples_us [n - 1];
-    timing->median_us = n % 2? samples_us [n / 2]
-                              : 0.5 * (samples_us [n / 2 - 1] + samples_us [n / 2]);
+    for (size_t i = 0; name && i < sizeof s_status_names / sizeof s_status_names [0]; i++)
+        if (strcmp (name, s_status_names [i]) == 0)
+            return (worker_status_t) i;
+    return STATUS_INTERNAL_ERROR;
 }

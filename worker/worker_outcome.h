@@ -1,6 +1,6 @@
 /*  worker_outcome - what a backend found about one candidate.
 
-    Both backends (worker_cpu, worker_cuda) fill this neutral record;
+    Both backends (cpu_backend, cuda_backend) fill this neutral record;
     worker_eval turns it, with the job's reward parameters, into the result
     object. Keeps the backends free of JSON layout and reward policy.
 */
@@ -23,11 +23,14 @@ typedef enum {
 } worker_status_t;
 
 const char *worker_status_name (worker_status_t status);
+//  The status a name ("ok", ...) stands for; internal_error for anything else.
+worker_status_t worker_status_from_name (const char *name);
 
 //  Summary of repeated timings, microseconds.
 typedef struct {
     uint32_t n;                 //  samples (0 = not timed)
     double median_us, mean_us, std_us, min_us, max_us;
+    uint32_t outliers;          //  samples beyond median +- 3 MADs (worker_grade_timing)
 } worker_timing_t;
 
 #define WORKER_MISMATCH_KEEP 8
@@ -50,6 +53,8 @@ typedef struct {
     worker_timing_t baseline;   //  baseline's (or reference's) timed runs
     const char *baseline_kind;  //  "baseline" or "reference" (static string)
     double speedup;             //  baseline median / candidate median (0 = not timed)
+    double speedup_lo, speedup_hi;  //  its ~95% interval (worker_grade_speedup; 0 = none)
+    bool retried;               //  graded twice: the first verdict (timeout, a fault) was not kept
     double max_abs, max_rel;    //  largest errors seen over all checks
     worker_mismatch_t mismatches[WORKER_MISMATCH_KEEP];
     size_t nmismatches;         //  entries used
@@ -67,7 +72,5 @@ void worker_outcome_clear (worker_outcome_t *outcome);   //  frees owned parts, 
 //  Set status and a printf-style message.
 void worker_outcome_fail (worker_outcome_t *outcome, worker_status_t status, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
-//  Summarise samples (microseconds) into a timing.
-void worker_timing_from (worker_timing_t *timing, double *samples_us, size_t n);
 
 #endif

@@ -23,6 +23,7 @@
     would stall the worker for a whole run.
 */
 #include "worker_server.h"
+#include "worker_registry.h"
 #include "worker_eval.h"
 #include "proto_msg.h"
 #include "proto_mpk.h"
@@ -197,8 +198,7 @@ s_job_actor (zsock_t *pipe, void *args)
             terminated = true;
         free (command);
     }
-    if (wjob)
-        json_decref (worker_eval_execute (eval, &wjob));     //  frees an unrun job
+    worker_eval_discard (eval, &wjob);      //  a job stopped before it ran
     json_decref (result);
 }
 
@@ -230,7 +230,15 @@ worker_server_new (const worker_config_t *cfg, char *err, size_t errlen)
     if (cfg->metrics)
         self->m = *cfg->metrics;
     snprintf (self->backend, sizeof self->backend, "%s", cfg->backend);
-    if (streq (self->backend, "cuda"))
+    const worker_backend_t *backend = worker_registry_find (self->backend, NULL);
+    if (!backend) {
+        char names [128];
+        snprintf (err, errlen, "unknown backend '%s' (this build serves %s)", self->backend,
+                  worker_registry_targets (names, sizeof names));
+        worker_server_destroy (&self);
+        return NULL;
+    }
+    if (backend->device_ordinal)
         snprintf (self->gpu, sizeof self->gpu, "%d", cfg->device);
     self->endpoint = strdup (cfg->broker_endpoint);
     if (cfg->curve_secret) {
@@ -254,7 +262,7 @@ worker_server_new (const worker_config_t *cfg, char *err, size_t errlen)
         snprintf (self->name, sizeof self->name, "%s:%d", host, (int) getpid ());
     }
     if (self->cfg.slots == 0)
-        self->cfg.slots = streq (self->backend, "cuda")? 1: 2;
+        self->cfg.slots = backend->default_slots? backend->default_slots (NULL): 1;
     if (self->cfg.heartbeat_ms == 0)
         self->cfg.heartbeat_ms = 1000;
     if (self->cfg.liveness == 0)

@@ -9,9 +9,9 @@ See docs/trainers.md. Importing this package starts nothing: the ZeroMQ
 context, socket and I/O thread are created on first use, per process.
 """
 
-from .client import (BadQuery, BrokerLost, BrokerRefused, Client, ClientClosed, Conflict,
+from .client import (BadQuery, BrokerLost, BrokerRefused, BrokerUnreachable, Client, ClientClosed, Conflict,
                      InvalidJob, KgymBusy, KgymError, KgymFuture, KgymTimeout, NotFound,
-                     QueryError, QueryList, StateTooLarge, Unsupported, default_client, error_for,
+                     QueryError, QueryList, StateTooLarge, Unauthorized, Unsupported, default_client, error_for,
                      set_default_client)
 from .extract import Extraction, ExtractionError, extract, extract_candidate
 from .result import NO_REWARD, STATUSES, Result
@@ -22,7 +22,7 @@ from .store import BrokerStore, InProcessStore, TrajectoryStore
 __version__ = "0.1.0"
 
 __all__ = ["Client", "KgymFuture", "Result", "STATUSES", "NO_REWARD", "KgymError", "KgymTimeout",
-           "BrokerLost", "BrokerRefused", "InvalidJob", "KgymBusy", "ClientClosed", "QueryError",
+           "BrokerLost", "BrokerRefused", "BrokerUnreachable", "Unauthorized", "InvalidJob", "KgymBusy", "ClientClosed", "QueryError",
            "BadQuery", "NotFound", "Unsupported", "Conflict", "StateTooLarge", "QueryList",
            "error_for", "default_client", "set_default_client", "extract", "extract_candidate",
            "Extraction", "ExtractionError", "resolve_task", "TaskError", "list_examples",

@@ -64,6 +64,7 @@ ERR_TOO_LARGE = 413
 ERR_OVERLOADED = 429
 ERR_UNKNOWN_PEER = 440
 ERR_INTERNAL = 500
+ERR_UNSERVED = 503            # no connected worker serves the job's backend: it stays queued
 
 #  Socket options every kgym DEALER applies (section 1).
 HWM = 10000

@@ -29,6 +29,15 @@ grade() and agrade() raise a KgymError carrying the Result when `error` is
 set, unless raise_on_error=False; a kernel's own failure (compile_error,
 incorrect, ...) never raises.
 
+Connecting: ZeroMQ retries a connection silently, so the I/O thread checks
+for itself (kgym._link): a broker host that does not resolve, a handshake
+the broker refuses (the socket monitor's HANDSHAKE_FAILED_* events: our
+CURVE key), or no connection within connect_timeout_s fails what waits as
+internal_error "unreachable" or "unauthorized" with the reason, logged
+once; until a handshake completes, new work fails at once the same way.
+ERROR 503 (no connected worker serves the job's backend) is a warning: the
+job stays queued; logged once per backend, future.unserved, on_unserved.
+
 Cancellation: a cancelled or timed-out job is resolved here at once and its
 in-flight slot is freed. If the broker had it, the client sends CANCEL {ref,
 job, client} (docs/protocol.md 14.2) with the job id from ACCEPTED, or, when
@@ -49,8 +58,10 @@ liveness * heartbeat_s, the client closes its socket and connects a fresh
 one (a new peer to the broker), resubmits the jobs that were not yet
 ACCEPTED, and fails the accepted ones as internal_error "broker_lost"
 (their results would go to the old connection), or resubmits those too
-with resubmit_accepted=True. After give_up_s of silence every pending job
-fails as "broker_lost".
+with resubmit_accepted=True: SUBMIT carries this process's client id and
+retry 1, and the broker answers a job it still has from what it stored
+(ACCEPTED with the same job id, then its RESULT; docs/protocol.md 7.3).
+After give_up_s of silence every pending job fails as "broker_lost".
 """
 
 import asyncio
@@ -69,6 +80,7 @@ import uuid
 import weakref
 from collections import OrderedDict, deque
 
+from . import _link
 from . import _wire as W
 from .extract import Extraction, extract
 from .result import Result
@@ -78,7 +90,7 @@ log = logging.getLogger("kgym")
 log.addHandler(logging.NullHandler())       # a library: the application decides what to show
 
 __all__ = ["Client", "KgymFuture", "KgymError", "KgymTimeout", "BrokerLost", "BrokerRefused",
-           "InvalidJob", "KgymBusy", "ClientClosed", "QueryError", "BadQuery", "NotFound",
+           "BrokerUnreachable", "Unauthorized", "InvalidJob", "KgymBusy", "ClientClosed", "QueryError", "BadQuery", "NotFound",
            "Unsupported", "Conflict", "StateTooLarge", "QueryList"]
 
 
@@ -102,6 +114,17 @@ class BrokerLost(KgymError, ConnectionError):
 
 class BrokerRefused(KgymError):
     """The broker answered ERROR for the job."""
+
+
+class BrokerUnreachable(BrokerLost):
+    """No connection to the broker came up: its host does not resolve
+    (DNS), nothing listens there, or no handshake completes."""
+
+
+class Unauthorized(BrokerRefused):
+    """The broker refused the connection's security handshake: our CURVE
+    key is not among its trainer keys, or CURVE is on at one end only, or
+    broker_key is not the broker's."""
 
 
 class InvalidJob(KgymError, ValueError):
@@ -178,8 +201,14 @@ class QueryList(list):
 
 _ERROR_CLASS = {"timeout": KgymTimeout, "broker_lost": BrokerLost, "closed": BrokerLost,
                 "forked": BrokerLost, "broker_refused": BrokerRefused, "broker_error": BrokerRefused,
+                "unreachable": BrokerUnreachable, "unauthorized": Unauthorized,
                 "extract": InvalidJob, "task": InvalidJob, "encode": InvalidJob,
                 "too_large": InvalidJob, "bad_result": KgymError, "cancelled": KgymError}
+
+
+def _link_exception(error, message):
+    """The exception a query or a health probe gets for a link failure."""
+    return _ERROR_CLASS.get(error, BrokerLost)(message)
 
 
 def error_for(result):
@@ -204,6 +233,12 @@ def _zmq_module():
         import zmq
         _zmq = zmq
     return _zmq
+
+
+def _has_handshake_events():
+    """libzmq 4.3 and later report the end of the handshake (and its
+    failures); older ones only the TCP connection."""
+    return _zmq_module().zmq_version_info() >= (4, 3)
 
 
 def _context():
@@ -297,7 +332,9 @@ class KgymFuture(concurrent.futures.Future):
     """A concurrent.futures.Future whose result is a Result. Attributes: ref
     (the client's job number), job (the broker's job id, None until
     ACCEPTED; set even when the future was cancelled first), index
-    (position in a batch), tag, group, trajectory."""
+    (position in a batch), tag, group, trajectory, and unserved: None, or
+    the broker's reason when it said no connected worker serves the job's
+    backend (ERROR 503: the job stays queued and may still be graded)."""
 
     def __init__(self, ref=0, index=None, tag=None, group=None, trajectory=None):
         super().__init__()
@@ -307,6 +344,7 @@ class KgymFuture(concurrent.futures.Future):
         self.tag = tag
         self.group = group
         self.trajectory = trajectory
+        self.unserved = None
 
     def outcome(self, timeout=None):
         """The Result, never an exception: a cancelled future gives a
@@ -320,7 +358,8 @@ class KgymFuture(concurrent.futures.Future):
 
 class _Job:
     __slots__ = ("ref", "future", "body", "header", "tag", "group", "trajectory", "index",
-                 "t0", "timeout_s", "deadline", "accepted", "job_id", "sent", "retries", "resend")
+                 "t0", "timeout_s", "deadline", "accepted", "job_id", "sent", "retries", "resend",
+                 "unserved")
 
     def __init__(self, ref, future, body, header, tag, group, trajectory, index, timeout_s):
         self.ref = ref
@@ -339,6 +378,7 @@ class _Job:
         self.sent = False
         self.retries = 0
         self.resend = False
+        self.unserved = False
 
     def meta(self):
         return dict(tag=self.tag, group=self.group, trajectory=self.trajectory, index=self.index,
@@ -431,7 +471,6 @@ class _Summaries:
                 _settle(fut, exc=exc)
 
 
-_ENDPOINT = re.compile(r"^(tcp://[^\s:]+:(\d+|\*)|ipc://\S+|inproc://\S+)$")
 _END = object()
 
 
@@ -455,6 +494,7 @@ class _IO:
         os.set_blocking(self.wake_w, False)
         self.thread = threading.Thread(target=self._main, name="kgym-io", daemon=True)
         self.sock = None
+        self.monitor = None             # the socket's monitor (PAIR): connection events
         self.poller = None
         self.jobs = {}                  # ref -> _Job (pending: not resolved)
         self.unsent = deque()
@@ -478,10 +518,15 @@ class _IO:
         self.next_reconnect = 0.0
         self.backoff = 1
         self.send_blocked = False
+        self.link_up = False            # the current socket completed a handshake
+        self.ever_up = False            # some socket of this I/O did, or the broker was heard
+        self.link_error = None          # (error, message): why nothing reaches the broker now
+        self.unserved_backends = set()  # backends (or ref-less reasons) whose 503 was logged
         self.counts = dict(submitted=0, accepted_total=0, completed=0, timeouts=0, cancelled=0,
                            late_results=0, stray=0, malformed=0, reconnects=0, resubmitted=0,
                            overloaded=0, cancel_sent=0, cancel_done=0, cancel_missed=0,
-                           cancel_unsupported=0, queries=0, summaries=0)
+                           cancel_unsupported=0, queries=0, summaries=0, unserved=0,
+                           link_errors=0)
         self.handlers = {W.ACCEPTED: self._on_accepted, W.RESULT: self._on_result,
                          W.ERROR: self._on_error, W.HEARTBEAT: self._on_heartbeat,
                          W.DONE: self._on_done, W.ANSWER: self._on_answer,
@@ -538,6 +583,8 @@ class _IO:
                 self._commands()
                 if self.stop:
                     break
+                if self.monitor is not None and self.monitor in events:
+                    self._read_monitor()
                 if self.sock is not None and self.sock in events:
                     self._read()
                 self._tick(time.monotonic())
@@ -549,30 +596,139 @@ class _IO:
 
     def _open_socket(self):
         zmq = _zmq_module()
+        endpoint = self.cfg["endpoint"]
         sock = _context().socket(zmq.DEALER)
         sock.setsockopt(zmq.SNDHWM, W.HWM)
         sock.setsockopt(zmq.RCVHWM, W.HWM)
         sock.setsockopt(zmq.MAXMSGSIZE, W.MAX_MSG_SIZE)
         sock.setsockopt(zmq.LINGER, W.DEALER_LINGER_MS)
+        curve = self.cfg.get("curve")
         try:
-            sock.connect(self.cfg["endpoint"])
+            if curve is not None:
+                sock.curve_publickey, sock.curve_secretkey, sock.curve_serverkey = curve
+            monitor = sock.get_monitor_socket()
         except zmq.ZMQError as exc:
             sock.close(0)
-            self.fatal = "cannot connect to %s: %s" % (self.cfg["endpoint"], exc)
+            self.fatal = "cannot set up a socket for %s: %s" % (endpoint, exc)
+            log.error("kgym: %s", self.fatal)
+            return
+        try:
+            sock.connect(endpoint)
+        except zmq.ZMQError as exc:
+            self._drop_monitor(sock, monitor)
+            sock.close(0)
+            self.fatal = "cannot connect to %s: %s" % (endpoint, exc)
             log.error("kgym: %s", self.fatal)
             return
         self.sock = sock
+        self.monitor = monitor
+        self.link_up = False
         self.poller.register(sock, zmq.POLLIN)
+        self.poller.register(monitor, zmq.POLLIN)
+        if not self.ever_up:
+            problem = _link.resolve_problem(endpoint)     # ZeroMQ would retry it silently
+            if problem:
+                self._link_failed("unreachable", "cannot reach the broker at %s: %s"
+                                  % (endpoint, problem))
+
+    @staticmethod
+    def _drop_monitor(sock, monitor):
+        try:
+            sock.disable_monitor()
+        except Exception:           # a closed socket: nothing to stop
+            pass
+        monitor.close(0)
 
     def _close_socket(self, linger):
         if self.sock is None:
             return
-        try:
-            self.poller.unregister(self.sock)
-        except KeyError:
-            pass
+        for s in (self.sock, self.monitor):
+            try:
+                self.poller.unregister(s)
+            except KeyError:
+                pass
+        self._drop_monitor(self.sock, self.monitor)
+        self.monitor = None
+        self.link_up = False
         self.sock.close(linger)
         self.sock = None
+
+    # -- the link: monitor events, and failing fast when nothing gets through
+
+    def _read_monitor(self):
+        zmq = _zmq_module()
+        from zmq.utils.monitor import recv_monitor_message
+        for _ in range(1000):
+            try:
+                event = recv_monitor_message(self.monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            except Exception as exc:                # a malformed event: not ours to die of
+                log.debug("kgym: unreadable monitor event: %s", exc)
+                return
+            self._on_link_event(event.get("event"), event.get("value"))
+
+    def _on_link_event(self, kind, value):
+        zmq = _zmq_module()
+        if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self._link_ok()
+        elif kind == zmq.EVENT_CONNECTED and not _has_handshake_events():
+            self._link_ok()
+        elif kind == zmq.EVENT_DISCONNECTED:
+            self.link_up = False
+        elif kind in (zmq.EVENT_HANDSHAKE_FAILED_AUTH, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
+                      zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
+            self.link_up = False
+            self._link_failed("unauthorized", self._handshake_failure(kind, value))
+
+    def _handshake_failure(self, kind, value):
+        zmq = _zmq_module()
+        ep = self.cfg["endpoint"]
+        curve = self.cfg.get("curve")
+        if kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            return ("the broker at %s refused our CURVE key %s (ZAP status %s): it is not among the "
+                    "broker's --trainer-keys (a worker's key is not a trainer's)"
+                    % (ep, curve[0].decode() if curve else "(none)", value))
+        if curve is None:
+            return ("the broker at %s closed the connection during the handshake: it probably "
+                    "requires CURVE (pass curve_secret= and broker_key=, or set $%s and $%s)"
+                    % (ep, _link.CURVE_SECRET_ENV, _link.BROKER_KEY_ENV))
+        if kind == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+            return ("the CURVE handshake with %s failed (ZMTP protocol error 0x%x): does the broker "
+                    "run with --curve-secret?" % (ep, value or 0))
+        return ("the broker at %s closed the connection during the CURVE handshake: broker_key is "
+                "not its public key, or it runs without --curve-secret" % ep)
+
+    def _link_ok(self):
+        self.link_up = True
+        self.ever_up = True
+        if self.link_error is not None:
+            log.warning("kgym: connected to the broker at %s", self.cfg["endpoint"])
+            self.link_error = None
+
+    def _link_failed(self, error, message):
+        """Nothing gets through to the broker, for a known reason: say it once,
+        fail what waits, and fail what comes until the link is back."""
+        if self.link_error is None or self.link_error[1] != message:
+            log.error("kgym: %s", message)
+            self.counts["link_errors"] += 1
+        self.link_error = (error, message)
+        self._fail_all(error, message)
+        exc = _link_exception(error, message)
+        queries, self.queries = self.queries, {}
+        for q in queries.values():
+            _settle(q.future, exc=exc)
+        now = time.monotonic()
+        for fut, _, _ in self.probes:
+            if not fut.done():
+                fut.set_result(self._stats(now, False, None, message))
+        self.probes = []
+
+    def _connect_deadline(self):
+        """When work that found no broker yet gives up waiting for one."""
+        if self.ever_up or self.link_error is not None or self.sock is None or not self._busy():
+            return None
+        return self.busy_since + self.cfg["connect_timeout_s"]
 
     def _drain_wake(self):
         try:
@@ -612,6 +768,9 @@ class _IO:
             times.append(now)
         if self.probes:
             times.append(min(p[2] for p in self.probes))
+        deadline = self._connect_deadline()
+        if deadline is not None:
+            times.append(deadline)
         if self._busy():
             hb = self.cfg["heartbeat_s"]
             times.append(self.last_hb + hb)
@@ -661,6 +820,9 @@ class _IO:
         if self.fatal:
             self._resolve(job, Result.failure("broker_lost", self.fatal, **job.meta()))
             return
+        if self.link_error is not None:
+            self._resolve(job, Result.failure(*self.link_error, **job.meta()))
+            return
         if not self._busy():
             self.busy_since = now
         self.jobs[job.ref] = job
@@ -707,6 +869,9 @@ class _IO:
         if self.closing or self.stop or self.fatal:
             _settle(q.future, exc=self._gone_error(self.fatal or "the client was closed"))
             return
+        if self.link_error is not None:
+            _settle(q.future, exc=_link_exception(*self.link_error))
+            return
         now = time.monotonic()
         if not self._busy():
             self.busy_since = now
@@ -744,6 +909,8 @@ class _IO:
                 continue
             self.last_heard = now
             self.backoff = 1
+            if not self.link_up:            # a message is a handshake completed
+                self._link_ok()
             handler = self.handlers.get(command)
             if handler is None:
                 log.debug("kgym: ignoring %s from the broker", W.NAMES.get(command, command))
@@ -791,6 +958,7 @@ class _IO:
         worker = W.header_text(header, "worker")
         if worker:
             data["worker"] = worker
+            self.unserved_backends.discard(job.header.get("backend"))   # served: say it again next time
         self._resolve(job, Result.from_map(data))
 
     def _on_error(self, header, body, now):
@@ -808,6 +976,9 @@ class _IO:
         if not ref and code == W.ERR_UNKNOWN_COMMAND and self._unsupported(reason):
             return
         job = self.jobs.get(ref) if ref else None
+        if code == W.ERR_UNSERVED:
+            self._unserved(job, header, reason)
+            return
         if job is None:
             if ref and self.abandoned.pop(ref, None) is not None:
                 return
@@ -824,6 +995,38 @@ class _IO:
         error = "broker_refused" if code in (W.ERR_MALFORMED, W.ERR_TOO_LARGE) else "broker_error"
         self._resolve(job, Result.failure(error, "the broker answered ERROR %d: %s" % (code, reason),
                                           **job.meta()))
+
+    def _unserved(self, job, header, reason):
+        """ERROR 503: no connected worker serves the job's backend. The job
+        stays queued (a worker may join; past the broker's grace period the
+        broker answers it internal_error), so only say so: once per backend
+        in the log, on the job's future, and to on_unserved."""
+        if job is None:         # a job no one waits for (cancelled, timed out), or no ref
+            if not W.header_int(header, "ref") and reason not in self.unserved_backends:
+                self.unserved_backends.add(reason)
+                log.warning("kgym: the broker at %s: %s", self.cfg["endpoint"], reason)
+            return
+        job.job_id = W.header_int(header, "job") or job.job_id
+        if job.job_id:
+            job.future.job = job.job_id
+        reason = reason or "no connected worker serves this backend"
+        if job.unserved:
+            return
+        job.unserved = True
+        job.future.unserved = reason
+        self.counts["unserved"] += 1
+        backend = job.header.get("backend", "?")
+        if backend not in self.unserved_backends:
+            self.unserved_backends.add(backend)
+            log.warning("kgym: the broker at %s has no worker for backend %r: %s (jobs stay queued "
+                        "until one joins or the broker gives up on them)",
+                        self.cfg["endpoint"], backend, reason)
+        callback = self.cfg.get("on_unserved")
+        if callback is not None:
+            try:
+                callback(job.future, reason)
+            except Exception:       # the caller's bug must not stop the I/O thread
+                log.exception("kgym: on_unserved callback failed")
 
     def _unsupported(self, reason):
         """ERROR 401 without a ref from a broker that predates CANCEL or QUERY
@@ -891,9 +1094,9 @@ class _IO:
         if not self._busy():
             self.busy_since = now
         self.probes.append((fut, now, now + timeout_s))
-        if self.fatal:
+        if self.fatal or self.link_error:
             self.probes.pop()
-            fut.set_result(self._stats(now, False, None, self.fatal))
+            fut.set_result(self._stats(now, False, None, self.fatal or self.link_error[1]))
             return
         self._send(W.HEARTBEAT, {"client": self.client_id})
         self.last_hb = now
@@ -954,6 +1157,10 @@ class _IO:
             self._tick_queries(now)
         if self.fatal and self.jobs:
             self._fail_all("broker_lost", self.fatal)
+        deadline = self._connect_deadline()
+        if deadline is not None and now >= deadline:
+            self._link_failed("unreachable", "cannot reach the broker at %s within %.3g s: %s" % (
+                cfg["endpoint"], cfg["connect_timeout_s"], _link.diagnose(cfg["endpoint"])))
         # Probes that got no answer.
         if self.probes:
             live = []
@@ -979,8 +1186,11 @@ class _IO:
                 self.last_hb = now
             heard = max(self.last_heard or 0.0, self.busy_since)
             if self.jobs and now - heard > cfg["give_up_s"]:
-                self._fail_all("broker_lost", "no answer from the broker at %s for %.3g s"
-                               % (cfg["endpoint"], now - heard))
+                why = "no answer from the broker at %s for %.3g s" % (cfg["endpoint"], now - heard)
+                if self.link_up:
+                    self._fail_all("broker_lost", why)
+                else:           # no connection either: fail what comes at once until one is back
+                    self._link_failed("broker_lost", "%s: %s" % (why, _link.diagnose(cfg["endpoint"])))
             elif now - max(heard, self.connected_at) > hb * cfg["liveness"] and now >= self.next_reconnect:
                 self._reconnect(now)
         if self.closing and (not self.jobs or now >= self.close_deadline):
@@ -1085,7 +1295,21 @@ class Client:
     asyncio loops.
 
     endpoint        the broker's client endpoint (tcp://host:5555); default
-                    $KGYM_BROKER
+                    $KGYM_BROKER. A malformed one is a ValueError saying
+                    what is wrong
+    curve_secret, broker_key
+                    CURVE (docs/protocol.md section 13): our NAME_secret
+                    certificate file (kgym keygen) and the broker's public
+                    certificate file (or its Z85 key); both or neither;
+                    default $KGYM_CURVE_SECRET and $KGYM_BROKER_KEY
+    connect_timeout_s
+                    how long work waits for a first connection to the
+                    broker: past it, what waits resolves as internal_error
+                    "unreachable" with the reason (DNS, connection refused,
+                    no handshake), and what comes fails at once until a
+                    connection is made. A host that does not resolve, or a
+                    handshake the broker refuses ("unauthorized": our CURVE
+                    key), fails at once
     timeout_s       client-side limit per job, from submit to result; a job
                     over it resolves as internal_error "timeout" (reward
                     None; a kernel's own timeout is status "timeout")
@@ -1100,29 +1324,44 @@ class Client:
     on_summary      callable(summary dict), called on the I/O thread for
                     every SUMMARY (group summary) received; keep it short.
                     Process-local: not pickled with the settings
+    on_unserved     callable(future, reason), called on the I/O thread when
+                    the broker says no connected worker serves a job's
+                    backend (ERROR 503; the job stays queued). Also logged
+                    once per backend and set as future.unserved.
+                    Process-local: not pickled with the settings
     """
 
     def __init__(self, endpoint=None, *, timeout_s=600.0, max_inflight=256, block=True,
-                 heartbeat_s=1.0, liveness=4, give_up_s=60.0, resubmit_accepted=False,
-                 eval=None, reward=None, cache=None, on_summary=None):
-        endpoint = endpoint or os.environ.get("KGYM_BROKER")
-        if not endpoint:
-            raise ValueError("no broker endpoint: pass one (tcp://host:5555) or set KGYM_BROKER")
-        if not _ENDPOINT.match(endpoint):
-            raise ValueError("%r is not a ZeroMQ endpoint (tcp://host:port, ipc://path)" % endpoint)
+                 heartbeat_s=1.0, liveness=4, give_up_s=60.0, connect_timeout_s=10.0,
+                 resubmit_accepted=False, eval=None, reward=None, cache=None, curve_secret=None,
+                 broker_key=None, on_summary=None, on_unserved=None):
+        if endpoint:
+            endpoint = _link.check_endpoint(endpoint)
+        else:
+            endpoint = _link.check_endpoint(os.environ.get(_link.ENDPOINT_ENV),
+                                            "$" + _link.ENDPOINT_ENV)
+        if curve_secret is None and broker_key is None:
+            curve_secret = os.environ.get(_link.CURVE_SECRET_ENV) or None
+            broker_key = os.environ.get(_link.BROKER_KEY_ENV) or None
+        curve = _link.curve_keys(curve_secret, broker_key)
         if not 1 <= int(max_inflight) <= 100000:
             raise ValueError("max_inflight must be 1..100000")
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError("timeout_s must be > 0 (or None for no client-side limit)")
-        if not heartbeat_s > 0 or int(liveness) < 1 or not give_up_s > 0:
-            raise ValueError("heartbeat_s and give_up_s must be > 0, liveness >= 1")
-        if on_summary is not None and not callable(on_summary):
-            raise TypeError("on_summary must be callable")
+        if not heartbeat_s > 0 or int(liveness) < 1 or not give_up_s > 0 or not connect_timeout_s > 0:
+            raise ValueError("heartbeat_s, give_up_s and connect_timeout_s must be > 0, liveness >= 1")
+        for name, fn in (("on_summary", on_summary), ("on_unserved", on_unserved)):
+            if fn is not None and not callable(fn):
+                raise TypeError("%s must be callable" % name)
         self._cfg = dict(endpoint=endpoint, timeout_s=timeout_s, max_inflight=int(max_inflight),
                          block=bool(block), heartbeat_s=float(heartbeat_s), liveness=int(liveness),
-                         give_up_s=float(give_up_s), resubmit_accepted=bool(resubmit_accepted),
+                         give_up_s=float(give_up_s), connect_timeout_s=float(connect_timeout_s),
+                         resubmit_accepted=bool(resubmit_accepted),
                          eval=dict(eval or {}), reward=dict(reward or {}),
-                         cache=W.cache_policy(cache))
+                         cache=W.cache_policy(cache), curve_secret=curve_secret,
+                         broker_key=broker_key)
+        #  What the I/O thread reads: the settings, the loaded keys, the callback.
+        self._io_cfg = dict(self._cfg, curve=curve, on_unserved=on_unserved)
         self._lock = threading.Lock()
         self._slots = _Slots(int(max_inflight))
         self._refs = itertools.count(1)         # job, query and cancel refs: one number space
@@ -1181,7 +1420,7 @@ class Client:
                     self._forked(io)
                 if self._finalizer is not None:
                     self._finalizer.detach()
-                io = _IO(self._cfg, pid, self._refs, self._summaries)
+                io = _IO(self._io_cfg, pid, self._refs, self._summaries)
                 io.start()
                 self._io = io
                 self._finalizer = weakref.finalize(self, io.post, ("close", False, None, None))

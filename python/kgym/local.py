@@ -108,7 +108,7 @@ class LocalCluster:
         if self.heartbeat_ms:
             argv += ["--heartbeat", str(self.heartbeat_ms)]
         self.broker = self._spawn(argv + self.broker_args, "broker.log")
-        m = self._wait_log("broker.log", r"clients on (\S+), workers on (\S+)\n", self.broker)
+        m = self._wait_log("broker.log", r"clients on (\S+), workers on ([^\s,]+)[,\n]", self.broker)
         self.endpoint, self.worker_endpoint = m.group(1), m.group(2)
         self.client_port = int(self.endpoint.rsplit(":", 1)[1])
         self.worker_port = int(self.worker_endpoint.rsplit(":", 1)[1])

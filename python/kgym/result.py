@@ -37,6 +37,8 @@ ERROR_STATUS = {
     "timeout": "internal_error",    # no result within timeout_s
     "broker_lost": "internal_error",  # the broker stopped answering
     "broker_error": "internal_error",  # ERROR 500 (or another code) for this job
+    "unreachable": "internal_error",  # no connection to the broker came up (DNS, refused, ...)
+    "unauthorized": "internal_error",  # the broker refused our CURVE handshake
     "bad_result": "internal_error",  # a RESULT whose body is not a map
     "cancelled": "internal_error",  # the caller cancelled the future
     "closed": "internal_error",     # the client was closed first

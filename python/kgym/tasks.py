@@ -9,12 +9,22 @@ A task may be given as
     "examples/cpu/rmsnorm_f32", or a bare "gelu_f32" when only one backend
     has it).
 Files are read once and kept (keyed by path and modification time).
+
+The bundled examples are looked for, first found wins: in $KGYM_EXAMPLES;
+in the repository's examples/ (running from a checkout); in the installed
+package (`pip install ./python` ships their task, candidates and
+expected.json as kgym/examples); in <prefix>/share/kgym/examples, where
+`meson install` puts them, for the prefixes of this Python, /usr/local and
+/usr.
 """
 
 import json
 import os
+import sys
 import threading
 from pathlib import Path
+
+EXAMPLES_ENV = "KGYM_EXAMPLES"
 
 EVAL_KEYS = ("seed", "trials", "warmup", "timed", "timeout", "compile_timeout", "profile",
              "check_only", "feedback_bytes")
@@ -25,14 +35,32 @@ class TaskError(ValueError):
     """A task that cannot be found or read."""
 
 
-def examples_dir():
-    """The bundled examples folder ($KGYM_EXAMPLES, else the repository's
-    examples/ next to python/), or None."""
-    env = os.environ.get("KGYM_EXAMPLES")
+def examples_places():
+    """Where bundled examples are looked for, in order (see the module
+    docstring)."""
+    env = os.environ.get(EXAMPLES_ENV)
     if env:
-        return Path(env)
-    here = Path(__file__).resolve().parent.parent.parent / "examples"
-    return here if here.is_dir() else None
+        return [Path(env)]
+    package = Path(__file__).resolve().parent
+    places = [package.parent.parent / "examples", package / "examples"]
+    for prefix in (sys.prefix, "/usr/local", sys.base_prefix, "/usr"):
+        place = Path(prefix) / "share" / "kgym" / "examples"
+        if place not in places:
+            places.append(place)
+    return places
+
+
+def _has_tasks(folder):
+    return any(folder.glob("*/*/task.json"))
+
+
+def examples_dir():
+    """The bundled examples folder (the first of examples_places() that
+    holds tasks; $KGYM_EXAMPLES as given), or None."""
+    places = examples_places()
+    if os.environ.get(EXAMPLES_ENV):
+        return places[0]
+    return next((p for p in places if p.is_dir() and _has_tasks(p)), None)
 
 
 def list_examples(backend=None):
@@ -150,9 +178,16 @@ def resolve_task(spec):
     d = example_path(text)
     if d is not None:
         return _load_json(d / "task.json")
-    known = ", ".join(list_examples()) or "none found"
-    raise TaskError("task %r is not a file, a folder with task.json, or a bundled example "
-                    "(bundled: %s)" % (text[:200], known))
+    known = list_examples()
+    if known:
+        where = "bundled: %s" % ", ".join(known)
+    else:
+        where = "no bundled examples found; looked in %s" % ", ".join(
+            str(p) for p in examples_places())
+        if os.environ.get(EXAMPLES_ENV):
+            where += " ($%s)" % EXAMPLES_ENV
+    raise TaskError("task %r is not a file, a folder with task.json, or a bundled example (%s)"
+                    % (text[:200], where))
 
 
 def task_backend(task):

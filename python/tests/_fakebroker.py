@@ -1,5 +1,6 @@
 """A scripted broker (a ROUTER in a thread) for protocol edge cases a real
-broker does not produce on demand: silence, ERROR 429, malformed frames."""
+broker does not produce on demand: silence, ERROR 429 and 503, malformed
+frames."""
 
 import threading
 import time
@@ -15,12 +16,15 @@ class FakeBroker:
     message; it replies with broker.send(peer, ...). peers lists routing
     ids in order of first contact; log holds (peer index, command, header)."""
 
-    def __init__(self, handler):
+    def __init__(self, handler, port=None):
         self.handler = handler
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
-        port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+        if port is None:
+            port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+        else:
+            self.sock.bind("tcp://127.0.0.1:%d" % port)
         self.endpoint = "tcp://127.0.0.1:%d" % port
         self.peers = []
         self.log = []

@@ -1,18 +1,25 @@
-"""Adapters, driven by stand-ins that call them the way veRL, TRL and
-OpenRLHF do (none of the frameworks is installed here)."""
+"""Adapters, driven the way veRL, TRL and OpenRLHF call them: their
+calling code as recorded in _contracts.py (sources and versions there;
+none of the frameworks is packaged for Debian), against a real broker and
+CPU worker; and what each does when kgym's infrastructure fails."""
 
 import asyncio
 import inspect
 import json
+import logging
+import math
 import os
+import subprocess
 import sys
+import tempfile
 import types
 import unittest
+import urllib.error
 import uuid
-from collections import defaultdict
 from types import SimpleNamespace
 from unittest import mock
 
+import _contracts
 import _env
 import kgym
 from kgym.adapters import _common, openrlhf, trl, verl
@@ -27,7 +34,27 @@ def completions_for(task, *names):
     return [_env.completion_of(cands[n]) for n in names]
 
 
+def shim(test, text):
+    """A reward file as a user writes it (the frameworks load it by path)."""
+    d = tempfile.TemporaryDirectory(prefix="kgym-shim-")
+    test.addCleanup(d.cleanup)
+    path = os.path.join(d.name, "kgym_reward.py")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def unreachable_client(test):
+    """A client whose broker is not there: every job an infrastructure failure."""
+    client = kgym.Client("tcp://127.0.0.1:%d" % _env.free_port(), connect_timeout_s=0.3)
+    test.addCleanup(client.close)
+    _common._said.clear()                  # "logged once" starts again for this test
+    return client
+
+
 # ---------------------------------------------------------------- veRL stand-ins
+#  verl/tools/base_tool.py and verl/tools/schemas.py (veRL 0.8.0.dev, b178a3c):
+#  the parts KgymTool uses.
 
 class _Function:
     def __init__(self, d):
@@ -109,21 +136,6 @@ class FakeVerl:
         verl._reset_for_tests()
 
 
-def naive_reward_manager(compute_score, samples, **reward_kwargs):
-    """What veRL's NaiveRewardManager does with a custom compute_score."""
-    scores, extra = [], defaultdict(list)
-    for s in samples:
-        score = compute_score(data_source=s["data_source"], solution_str=s["response"],
-                              ground_truth=s["reward_model"]["ground_truth"],
-                              extra_info=s.get("extra_info"), **reward_kwargs)
-        if isinstance(score, dict):
-            for k, v in score.items():
-                extra[k].append(v)
-            score = score["score"]
-        scores.append(score)
-    return scores, extra
-
-
 class Verl(unittest.TestCase):
 
     @classmethod
@@ -166,40 +178,25 @@ class Verl(unittest.TestCase):
         for values in extra.values():
             self.assertTrue(all(isinstance(v, float) for v in values))
 
+    def reward_fn(self, name):
+        """veRL's get_custom_reward_fn over the documented one-line shim."""
+        path = shim(self, "from kgym.adapters.verl import compute_score, compute_score_async, "
+                          "compute_score_batch  # noqa: F401\n")
+        return _contracts.verl_custom_reward_fn(path, name, {"broker": self.cluster.endpoint})
+
     def test_compute_score(self):
-        scores, extra = naive_reward_manager(verl.compute_score, self.samples())
-        self.check(scores, extra)
+        self.check(*_contracts.verl_naive(self.reward_fn("compute_score"), self.samples()))
 
     def test_compute_score_batch(self):
-        samples = self.samples()
-        # BatchRewardManager: keyword lists, plus config reward_kwargs.
-        out = verl.compute_score_batch(
-            data_sources=[s["data_source"] for s in samples],
-            solution_strs=[s["response"] for s in samples],
-            ground_truths=[s["reward_model"]["ground_truth"] for s in samples],
-            extra_infos=[s["extra_info"] for s in samples], format_score=-1.0)
-        extra = defaultdict(list)
-        for d in out:
-            for k, v in d.items():
-                extra[k].append(v)
-        self.check([d["score"] for d in out], extra)
+        self.check(*_contracts.verl_batch(self.reward_fn("compute_score_batch"), self.samples()))
 
     def test_compute_score_async(self):
-        samples = self.samples()
-
-        async def reward_loop():     # veRL's reward loop: awaited per sample, extra kwargs
-            return await asyncio.gather(*[verl.compute_score_async(
-                data_source=s["data_source"], solution_str=s["response"],
-                ground_truth=s["reward_model"]["ground_truth"], extra_info=s["extra_info"],
-                reward_router_address=None, reward_model_tokenizer=None) for s in samples])
-
         self.assertTrue(inspect.iscoroutinefunction(verl.compute_score_async))
-        out = asyncio.run(reward_loop())
-        extra = defaultdict(list)
-        for d in out:
-            for k, v in d.items():
-                extra[k].append(v)
-        self.check([d["score"] for d in out], extra)
+        fn = self.reward_fn("compute_score_async")
+        self.assertTrue(inspect.iscoroutinefunction(fn))
+        self.check(*_contracts.verl_reward_loop(fn, self.samples()))
+        # A plain function in the reward loop runs in its executor.
+        self.check(*_contracts.verl_reward_loop(self.reward_fn("compute_score"), self.samples()))
 
     def test_tool_agent_loop(self):
         """veRL's ToolAgentLoop: a tool instance per call (create with
@@ -346,14 +343,13 @@ class Verl(unittest.TestCase):
 
 # ---------------------------------------------------------------- TRL
 
-def trl_call(func, prompts, completions, **columns):
-    """How GRPOTrainer calls a reward function (async ones on an event loop)."""
-    kwargs = dict(prompts=prompts, completions=completions,
-                  completion_ids=[[1, 2, 3]] * len(completions),
-                  trainer_state=SimpleNamespace(global_step=5), **columns)
-    if inspect.iscoroutinefunction(func):
-        return asyncio.run(func(**kwargs))
-    return func(**kwargs)
+def trl_rewards(func, prompts, completions, logged=None, **columns):
+    """GRPOTrainer._calculate_rewards with one reward function: its column."""
+    n = len(completions)
+    inputs = [dict({k: v[i] for k, v in columns.items()}, prompt=prompts[i]) for i in range(n)]
+    out = _contracts.trl_calculate_rewards([func], inputs, prompts, completions,
+                                           SimpleNamespace(global_step=5), logged=logged)
+    return [None if math.isnan(row[0]) else row[0] for row in out]
 
 
 class Trl(unittest.TestCase):
@@ -367,24 +363,43 @@ class Trl(unittest.TestCase):
     def tearDownClass(cls):
         cls.client.close()
 
-    def test_reward_func(self):
+    def check_reward_func(self, func):
+        good, bad = completions_for(MATMUL, "optimised", "tail_bug")
+        prompts = ["write matmul"] * 4
+        rewards = trl_rewards(func, prompts, [good, bad, "nothing", good],
+                              task=[MATMUL, MATMUL, MATMUL, "no/such/task"])
+        self.assertEqual(len(rewards), 4)
+        self.assertGreater(rewards[0], 0)
+        self.assertEqual(rewards[1:], [-0.5, -1.0, None])             # no such task: skipped
+        # Conversational format.
+        conv = [[{"role": "assistant", "content": good}]]
+        self.assertGreater(trl_rewards(func, [[{"role": "user", "content": "x"}]], conv,
+                                       task=[MATMUL])[0], 0)
+
+    def test_async_reward_func(self):
         logged = {}
         func = trl.make_reward_func(self.client, log_metric=lambda k, v: logged.__setitem__(k, v),
                                     **_env.FAST)
         self.assertTrue(inspect.iscoroutinefunction(func))
         self.assertEqual(func.__name__, "kgym_reward")
-        good, bad = completions_for(MATMUL, "optimised", "tail_bug")
-        prompts = ["write matmul"] * 4
-        rewards = trl_call(func, prompts, [good, bad, "nothing", good],
-                           task=[MATMUL, MATMUL, MATMUL, "no/such/task"])
-        self.assertEqual(len(rewards), 4)
-        self.assertGreater(rewards[0], 0)
-        self.assertEqual(rewards[1:], [-0.5, -1.0, None])
-        self.assertEqual(logged["kgym/pass_rate"], 0.25)
+        self.check_reward_func(func)
+        self.assertEqual(logged["kgym/pass_rate"], 1.0)                # the last batch: one ok
         self.assertIn("kgym/infra_error_rate", logged)
-        # Conversational format.
-        conv = [[{"role": "assistant", "content": good}]]
-        self.assertGreater(trl_call(func, [[{"role": "user", "content": "x"}]], conv, task=[MATMUL])[0], 0)
+
+    def test_sync_reward_func(self):
+        """The plain function (TRL 0.14 and later); TRL's own log_metric
+        (1.0 and later) gets the batch metrics when none was given."""
+        func = trl.make_sync_reward_func(self.client, name="kgym_sync", **_env.FAST)
+        self.assertFalse(inspect.iscoroutinefunction(func))
+        self.assertEqual(func.__name__, "kgym_sync")
+        self.check_reward_func(func)
+        logged = []
+        good, = completions_for(MATMUL, "naive")
+        trl_rewards(func, ["p", "p"], [good, "no kernel"], logged=logged, task=[MATMUL, MATMUL])
+        self.assertIn(("kgym/pass_rate", 0.5), logged)
+        self.assertIn(("kgym/format_error_rate", 0.5), logged)
+        with self.assertRaises(ValueError):
+            trl.make_sync_reward_func(self.client, infra_reward="sometimes")
 
     def test_environment_factory(self):
         factory = trl.make_environment(client=self.client, max_attempts=2, job_opts=_env.CHECK)
@@ -450,24 +465,202 @@ class OpenRlhf(unittest.TestCase):
     def tearDownClass(cls):
         cls.client.close()
 
-    def test_reward_func(self):
+    def samples(self):
         good, bad = completions_for(MATMUL, "naive", "tail_bug")
-        prompts = ["<|user|>write matmul<|assistant|>"] * 3
-        queries = [p + r for p, r in zip(prompts, (good, bad, "hmm"))]
-        labels = [MATMUL] * 3
-        out = openrlhf.reward_func(queries, prompts, labels, client=self.client, eval=_env.FAST)
-        try:
-            import torch  # noqa: F401
-            out = out.tolist()
-        except ImportError:
-            self.assertIsInstance(out, list)
-        self.assertGreater(out[0], 0)
-        self.assertEqual(out[1:], [-0.5, -1.0])
-        d = openrlhf.reward_func_dict(queries, prompts, labels, client=self.client, eval=_env.CHECK)
-        self.assertEqual(set(d), {"rewards", "scores", "extra_logs"})
-        self.assertEqual(list(d["scores"]), [1.0, 0.0, 0.0])
+        prompt = "<|user|>write matmul<|assistant|>"
+        return [(prompt + r, prompt, MATMUL) for r in (good, bad, "hmm")]
+
+    def check(self, out):
+        (r0, s0, x0), (r1, s1, x1), (r2, s2, x2) = out
+        self.assertGreater(r0, 0)
+        self.assertEqual((r1, r2), (-0.5, -1.0))
+        self.assertEqual((s0, s1, s2), (1.0, 0.0, 0.0))              # dynamic filtering: correct
+        self.assertEqual(set(x0), set(x2))
+        self.assertEqual((x0["kgym_valid"], x2["kgym_format_error"]), (1.0, 1.0))
+
+    def test_reward_func_file(self):
+        """--remote_rm_url kgym_reward.py: the dict form (OpenRLHF 0.8.3 and later)."""
+        path = shim(self, "import os\nos.environ.setdefault('KGYM_EVAL', '{\"trials\": 1, "
+                          "\"check_only\": true}')\nfrom kgym.adapters.openrlhf import reward_func\n")
+        with mock.patch.dict(os.environ, {"KGYM_BROKER": self.cluster.endpoint}):
+            kgym.set_default_client(None)
+            try:
+                self.check(_contracts.openrlhf_func_route(
+                    _contracts.load_function(path, "reward_func"), self.samples()))
+            finally:
+                kgym.default_client().close()
+                kgym.set_default_client(None)
+
+    def test_tensor_form(self):
+        """reward_func_tensor: the bare rewards OpenRLHF 0.8.2 and older read."""
+        queries, prompts, labels = zip(*self.samples())
+        out = openrlhf.reward_func_tensor(queries, prompts, labels, client=self.client, eval=_env.CHECK)
+        out = out.tolist() if hasattr(out, "tolist") else out
+        self.assertEqual(out, [1.0, -0.5, -1.0])
+        self.assertIs(openrlhf.reward_func_dict, openrlhf.reward_func)
         with self.assertRaises(ValueError):
             openrlhf.reward_func(queries, prompts, None, client=self.client)
+
+    def serve(self, *args, env=None):
+        """python3 -m kgym.serve_rm on a free port: its URL."""
+        cmd = [sys.executable, "-m", "kgym.serve_rm", "--port", "0"] + list(args)
+        err = tempfile.TemporaryFile()
+        proc = subprocess.Popen(cmd, cwd=_env.PYTHON_DIR, stdout=subprocess.PIPE, stderr=err,
+                                text=True, env=dict(os.environ, **(env or {})))
+
+        def stop():
+            proc.terminate()
+            proc.communicate(timeout=10)
+            err.close()
+        self.addCleanup(stop)
+        line = proc.stdout.readline()
+        if "listening on http://127.0.0.1:" not in line:
+            err.seek(0)
+            self.fail("kgym.serve_rm did not start: %r %s" % (line, err.read().decode()))
+        return line.split("listening on ")[1].strip()
+
+    def post(self, url, body):
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        req = urllib.request.Request(url, data=data, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    def test_http_reward_server(self):
+        """kgym.serve_rm for --remote_rm_url http://...: OpenRLHF's POST per
+        sample, the broker from $KGYM_BROKER, eval keys from --eval."""
+        url = self.serve("--eval", json.dumps(_env.CHECK), env={"KGYM_BROKER": self.cluster.endpoint})
+        self.assertTrue(url.endswith("/get_reward"))
+        self.check(_contracts.openrlhf_http_route(url, self.samples()))
+        # A batch in one request, as OpenRLHF's older versions send it.
+        queries, prompts, labels = zip(*self.samples())
+        status, d = self.post(url, {"query": queries, "prompts": prompts, "labels": labels})
+        self.assertEqual(status, 200)
+        self.assertEqual(d["scores"], [1.0, 0.0, 0.0])
+        self.assertEqual(set(d), {"rewards", "scores", "extra_logs"})
+        self.assertTrue(all(len(v) == 3 for v in d["extra_logs"].values()))
+        # What it cannot use is answered 400 with the reason; the server goes on.
+        for body, why in ((b"{nope", "not JSON"), ({"query": ["x"]}, "--label_key"),
+                          ({"query": "x", "labels": ["t"]}, "'query' must be a list"),
+                          ({"query": ["x", "y"], "labels": [MATMUL]}, "'labels' has 1 items"),
+                          ([1, 2], "JSON object")):
+            status, d = self.post(url, body)
+            self.assertEqual(status, 400, d)
+            self.assertIn(why, d["error"])
+        with urllib.request.urlopen(url.replace("/get_reward", "/health"), timeout=10) as resp:
+            self.assertTrue(json.loads(resp.read())["ok"])
+        self.check(_contracts.openrlhf_http_route(url, self.samples()))
+
+    def test_http_reward_server_without_broker(self):
+        """No broker: 503 with the reason (OpenRLHF raises on it), or with
+        --infra-score 0 a 0.0 reward flagged kgym_infra_error."""
+        dead = ["--broker", "tcp://127.0.0.1:%d" % _env.free_port(), "--connect-timeout", "0.3"]
+        url = self.serve(*dead)
+        status, d = self.post(url, {"query": ["x"], "prompts": [""], "labels": [MATMUL]})
+        self.assertEqual(status, 200)                                  # no kernel: not kgym's fault
+        good, = completions_for(MATMUL, "naive")
+        status, d = self.post(url, {"query": [good], "prompts": [""], "labels": [MATMUL]})
+        self.assertEqual(status, 503)
+        self.assertIn("connection refused", d["error"])
+        self.assertIn("infra_score", d["error"])
+        with self.assertRaises(urllib.error.HTTPError):
+            _contracts.openrlhf_http_route(url, [(good, "", MATMUL)])
+        url = self.serve(*dead, "--infra-score", "0")
+        reward, score, extra = _contracts.openrlhf_http_route(url, [(good, "", MATMUL)])[0]
+        self.assertEqual((reward, score, extra["kgym_infra_error"]), (0.0, 0.0, 1.0))
+
+
+class InfraFailures(unittest.TestCase):
+    """kgym's infrastructure fails (here: no broker at the endpoint). By
+    default every adapter raises the failure, saying why and how to score
+    such samples instead; with a fallback score it goes on. Logged once
+    either way, never a silent zero."""
+
+    def setUp(self):
+        self.client = unreachable_client(self)
+        self.good, = completions_for(MATMUL, "naive")
+
+    def once(self, logs):
+        said = [r.getMessage() for r in logs.records if "infrastructure failed" in r.getMessage()]
+        self.assertEqual(len(said), 1, said)
+        self.assertIn("connection refused", said[0])
+
+    def test_verl(self):
+        with self.assertLogs("kgym", logging.ERROR) as logs:
+            with self.assertRaises(kgym.BrokerUnreachable) as cm:
+                verl.compute_score("kgym", self.good, MATMUL, client=self.client)
+            self.assertIn("set infra_score to a number", str(cm.exception))
+            self.assertEqual(cm.exception.result.error, "unreachable")
+            with self.assertRaises(kgym.BrokerUnreachable):
+                verl.compute_score_batch(["kgym"] * 2, [self.good, "no kernel"], [MATMUL] * 2,
+                                         None, client=self.client)
+            out = verl.compute_score_batch(["kgym"] * 2, [self.good, "no kernel"], [MATMUL] * 2,
+                                           None, client=self.client, infra_score=0.25)
+            d = asyncio.run(verl.compute_score_async("kgym", self.good, MATMUL, client=self.client,
+                                                     infra_score="-0.5"))
+        self.once(logs)
+        self.assertEqual([o["score"] for o in out], [0.25, -1.0])
+        self.assertEqual([o["kgym_infra_error"] for o in out], [1.0, 0.0])
+        self.assertEqual((d["score"], d["kgym_valid"]), (-0.5, 0.0))
+        with self.assertRaises(ValueError):
+            verl.compute_score("kgym", self.good, MATMUL, client=self.client, infra_score="often")
+
+    def test_verl_tool(self):
+        store = InProcessStore()
+        tool = verl.KgymTool({"client": self.client}, None, store=store)
+
+        async def trajectory(tool):
+            iid = await tool.create("traj-1", ground_truth=MATMUL)
+            text, step, metrics = await tool.execute(iid, {"code": self.good})
+            return text, step, metrics, iid
+
+        with self.assertLogs("kgym", logging.ERROR) as logs:
+            text, step, metrics, iid = asyncio.run(trajectory(tool))
+        self.once(logs)
+        self.assertEqual((step, metrics["kgym_infra_error"]), (0.0, 1.0))
+        with self.assertRaises(kgym.KgymError) as cm:
+            asyncio.run(tool.calc_reward(iid))
+        self.assertIn("infrastructure failed", str(cm.exception))
+        tool.config["infra_score"] = 0.0
+        self.assertEqual(asyncio.run(tool.calc_reward(iid)), 0.0)
+
+    def test_trl(self):
+        with self.assertLogs("kgym", logging.ERROR) as logs:
+            for make in (trl.make_reward_func, trl.make_sync_reward_func):
+                with self.assertRaises(kgym.BrokerUnreachable) as cm:
+                    trl_rewards(make(self.client), ["p"], [self.good], task=[MATMUL])
+                self.assertIn("infra_score", str(cm.exception))
+                skip = make(self.client, infra_reward=None)
+                self.assertEqual(trl_rewards(skip, ["p", "p"], [self.good, "no"], task=[MATMUL] * 2),
+                                 [None, -1.0])
+                self.assertEqual(trl_rewards(make(self.client, infra_reward=0), ["p"], [self.good],
+                                             task=[MATMUL]), [0.0])
+        self.once(logs)
+
+    def test_trl_environment(self):
+        env = trl.make_environment(client=self.client)()
+        env.reset(task=MATMUL)
+        with self.assertLogs("kgym", logging.ERROR) as logs:
+            text = env.submit_kernel(code=self.good)           # the model is told
+        self.once(logs)
+        self.assertIn("internal_error", text)
+        with self.assertRaises(kgym.BrokerUnreachable):
+            env.get_reward()
+        env = trl.make_environment(client=self.client, infra_reward=None)()
+        env.reset(task=MATMUL)
+        env.submit_kernel(code=self.good)
+        self.assertIsNone(env.get_reward())
+
+    def test_openrlhf(self):
+        with self.assertLogs("kgym", logging.ERROR) as logs:
+            with self.assertRaises(kgym.BrokerUnreachable):
+                openrlhf.reward_func([self.good], [""], [MATMUL], client=self.client)
+            with mock.patch.dict(os.environ, {"KGYM_INFRA_SCORE": "0"}):
+                d = openrlhf.answer([self.good], [""], [MATMUL], client=self.client)
+        self.once(logs)
+        self.assertEqual((d["rewards"], d["extra_logs"]["kgym_infra_error"]), ([0.0], [1.0]))
 
 
 class Common(unittest.TestCase):

@@ -224,6 +224,31 @@ class BrokerRestart(unittest.TestCase):
             self.assertTrue(client.grade(MATMUL, naive, **_env.CHECK).ok)
 
 
+class ResendAccepted(unittest.TestCase):
+
+    def test_resubmit_accepted_is_answered_not_rerun(self):
+        """resubmit_accepted=True against a real broker: after a reconnect
+        the accepted job is sent again (client id, retry 1) and answered from
+        what the broker stored; it runs once."""
+        _env.require_binaries()
+        with _env.LocalCluster(workers=1, build_dir=_env.build_dir()) as cluster:
+            client = kgym.Client(cluster.endpoint, heartbeat_s=0.2, liveness=2,
+                                 resubmit_accepted=True)
+            self.addCleanup(client.close)
+            # A kernel that runs into its 2 s limit: still running while the broker is away.
+            fut = client.submit(GELU, _env.candidate(GELU, "hang"), cache="bypass", timeout=2.0)
+            self.assertTrue(wait_until(lambda: client.health()["accepted_total"] == 1))
+            cluster.pause_broker()              # silent: the client reconnects
+            try:
+                self.assertTrue(wait_until(lambda: client.health(0.1)["reconnects"] >= 1, 10))
+            finally:
+                cluster.resume_broker()
+            r = fut.result(30)
+            self.assertEqual((r.status, r.error, r.job), ("timeout", "", fut.job))
+            self.assertGreaterEqual(client.health()["resubmitted"], 1)
+            self.assertEqual(client.stats()["counts"]["submitted"], 1)      # stored once, run once
+
+
 class ScriptedBroker(unittest.TestCase):
 
     def make(self, handler, **kw):

@@ -8,25 +8,39 @@ nothing the model should learn from). The adapters map a Result to a score:
     no gradable kernel in the completion      -> format_score (default -1.0,
                                                  the compile_error value: the
                                                  model's own fault)
-    anything else with reward None            -> missing_score (None where the
-                                                 framework accepts it, TRL;
-                                                 else 0.0), and the sample is
-                                                 flagged kgym_valid = 0
+    internal_error (kgym's infrastructure:    -> infra_score: "raise" (the
+      broker unreachable, refused, lost; a       default) raises the failure's
+      worker or broker fault; a timeout)         KgymError; a number (None
+                                                 where the framework skips
+                                                 None, TRL) scores it instead
+    invalid (the job: no such task, too        -> missing_score (0.0; None for
+      large, refused)                            TRL)
+Either kind of failure is logged once per kind (logger "kgym": ERROR for
+infrastructure, WARNING for invalid jobs), whatever the policy, and the
+sample is flagged kgym_valid = 0 (kgym_infra_error = 1 for infrastructure):
+nothing is silent.
 """
 
 import hashlib
 import json
+import logging
 import math
 import threading
 
-from ..client import Client, default_client
+from ..client import Client, default_client, error_for
 from ..result import STATUSES
+
+log = logging.getLogger("kgym")
+
+#  infra_score's default: an infrastructure failure raises.
+RAISE = "raise"
 
 _clients = {}
 _clients_lock = threading.Lock()
 
 #  Options that configure the adapters rather than jobs.
-ADAPTER_KEYS = ("client", "broker", "format_score", "missing_score", "timeout_s", "store")
+ADAPTER_KEYS = ("client", "broker", "format_score", "missing_score", "infra_score", "timeout_s",
+                "store")
 #  Options that go into jobs.
 JOB_KEYS = ("eval", "reward", "tag", "group", "group_size", "trajectory", "cache", "seed", "trials",
             "warmup", "timed", "timeout", "compile_timeout", "profile", "check_only",
@@ -89,12 +103,95 @@ def job_opts(extra_info=None, kw=None):
     return opts
 
 
-def score_of(result, format_score=-1.0, missing_score=0.0):
+def infra_policy(value, allow_none=False, name="infra_score"):
+    """infra_score checked: RAISE, a finite number (a float), or None where
+    the framework skips None rewards. ValueError otherwise."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == RAISE:
+            return RAISE
+        if allow_none and text in ("none", "null", "skip"):
+            return None
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError("%s is 'raise' or a number%s, not %r"
+                             % (name, " or None" if allow_none else "", value)) from None
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError("%s is 'raise' or a finite number%s, not %r"
+                         % (name, " or None" if allow_none else "", value))
+    return float(value)
+
+
+def is_infra(result):
+    """kgym's own failure (no reward, and not the job's fault)."""
+    return result.reward is None and result.status == "internal_error"
+
+
+def score_of(result, format_score=-1.0, missing_score=0.0, infra_score=None):
+    """The score of one Result (infra_score must be resolved: not RAISE)."""
     if result.reward is not None:
         return float(result.reward)
     if result.error == "extract":
         return format_score
+    if is_infra(result):
+        return infra_score
     return missing_score
+
+
+_said = set()
+_said_lock = threading.Lock()
+
+
+def say_once(key, level, message, *args):
+    """Log a message once per key and process."""
+    with _said_lock:
+        if key in _said:
+            return
+        _said.add(key)
+    log.log(level, message, *args)
+
+
+def _why(result):
+    return "%s%s" % (result.error + ": " if result.error else "", result.message or result.status)
+
+
+def check_failures(results, infra_score=RAISE, missing_score=0.0, where="kgym reward", then=None):
+    """Say (once per kind) that some results carry no reward, and raise the
+    first infrastructure failure's KgymError when infra_score is RAISE.
+    then: what happens to such a sample, when not scored by infra_score."""
+    n = len(results)
+    infra = [r for r in results if is_infra(r)]
+    if infra:
+        first = infra[0]
+        kind = first.error or "broker/worker"
+        if infra_score == RAISE:
+            message = ("%s: %d of %d samples got no reward from kgym (its infrastructure failed, "
+                       "not the model): %s. Fix that, or set infra_score to a number to score "
+                       "such samples instead (still logged once)" % (where, len(infra), n, _why(first)))
+            say_once(("infra", kind), logging.ERROR, "kgym: %s", message)
+            exc = error_for(first)
+            raise type(exc)(message, first)
+        say_once(("infra", kind), logging.ERROR,
+                 "kgym: %s: %d of %d samples got no reward from kgym (its infrastructure failed, not "
+                 "the model): %s. %s; the next failures of this kind are not logged", where,
+                 len(infra), n, _why(first),
+                 then or "Scored infra_score=%r, flagged kgym_infra_error=1" % (infra_score,))
+    invalid = [r for r in results if r.reward is None and not is_infra(r) and r.error != "extract"]
+    if invalid:
+        first = invalid[0]
+        say_once(("invalid", first.error or "worker"), logging.WARNING,
+                 "kgym: %s: %d of %d samples were invalid jobs (not the model's kernel): %s. Scored "
+                 "missing_score=%r and flagged kgym_valid=0; the next of this kind are not logged",
+                 where, len(invalid), n, _why(first), missing_score)
+
+
+def scores(results, format_score=-1.0, missing_score=0.0, infra_score=RAISE, where="kgym reward"):
+    """One score per Result (check_failures first: may raise)."""
+    check_failures(results, infra_score, missing_score, where)
+    return [score_of(r, format_score, missing_score, infra_score) for r in results]
 
 
 def _num(x):

@@ -16,8 +16,11 @@ a bundled example name ("cpu/rmsnorm_f32"). Job options (eval, reward,
 tag, group, trajectory, or eval keys like trials=) come from
 custom_reward_function.reward_kwargs and, per sample, extra_info["kgym"].
 Adapter options in reward_kwargs: broker (endpoint; default $KGYM_BROKER),
-format_score (default -1.0), missing_score (default 0.0), timeout_s. Any
-other keyword veRL passes (reward_router_address, ...) is ignored.
+format_score (default -1.0), missing_score (invalid jobs, default 0.0),
+infra_score (kgym's infrastructure failed: "raise", the default, raises
+its KgymError; a number scores the sample instead; logged once either
+way), timeout_s. Any other keyword veRL passes (reward_router_address,
+...) is ignored.
 
 Multi-turn tool: KgymTool, a veRL BaseTool (when verl is importable; a
 duck-typed class with the same methods otherwise). Each `execute` grades
@@ -40,6 +43,7 @@ class, never by `import kgym`.
 
 import json
 
+from ..client import KgymError
 from ..store import resolve_store
 from . import _common as C
 
@@ -49,13 +53,18 @@ __all__ = ["compute_score", "compute_score_async", "compute_score_batch", "KgymT
 
 def _settings(kw):
     return dict(client=C.get_client(kw.get("client"), kw.get("broker")),
-                format_score=kw.get("format_score", -1.0),
-                missing_score=kw.get("missing_score", 0.0),
+                format_score=float(kw.get("format_score", -1.0)),
+                missing_score=float(kw.get("missing_score", 0.0)),
+                infra_score=C.infra_policy(kw.get("infra_score", C.RAISE)),
                 timeout_s=kw.get("timeout_s"))
 
 
-def _scored(result, s):
-    return C.info(result, C.score_of(result, s["format_score"], s["missing_score"]))
+def _scored(results, s):
+    """veRL's dicts for results; raises an infrastructure failure unless
+    infra_score is a number."""
+    values = C.scores(results, s["format_score"], s["missing_score"], s["infra_score"],
+                      "kgym veRL reward")
+    return [C.info(r, v) for r, v in zip(results, values)]
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw):
@@ -64,7 +73,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     result = s["client"].grade(C.task_spec(ground_truth, extra_info), solution_str,
                                raise_on_error=False, timeout_s=s["timeout_s"],
                                **C.job_opts(extra_info, kw))
-    return _scored(result, s)
+    return _scored([result], s)[0]
 
 
 async def compute_score_async(data_source, solution_str, ground_truth, extra_info=None, **kw):
@@ -73,7 +82,7 @@ async def compute_score_async(data_source, solution_str, ground_truth, extra_inf
     result = await s["client"].agrade(C.task_spec(ground_truth, extra_info), solution_str,
                                       raise_on_error=False, timeout_s=s["timeout_s"],
                                       **C.job_opts(extra_info, kw))
-    return _scored(result, s)
+    return _scored([result], s)[0]
 
 
 def compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos=None, **kw):
@@ -90,7 +99,7 @@ def compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos=
             opts["timeout_s"] = s["timeout_s"]
         items.append((C.task_spec(gt, ei), sol, opts))
     results = s["client"].grade_many(items)
-    return [_scored(r, s) for r in results]
+    return _scored(results, s)
 
 
 # ---------------------------------------------------------------- multi-turn tool
@@ -145,7 +154,12 @@ class _KgymToolImpl:
       broker          endpoint (default $KGYM_BROKER)
       eval, reward    job options (also any eval key: trials, timeout, ...)
       format_score    score of a submission with no gradable kernel (-1.0)
-      missing_score   score when kgym gives no reward (0.0)
+      missing_score   score of an invalid job (no such task, ...) (0.0)
+      infra_score     when kgym's infrastructure fails a submission: the
+                      model is told, the step reward is 0.0, the failure is
+                      logged once; calc_reward of a trajectory with no
+                      valid score and such a failure raises ("raise", the
+                      default) or returns this number
       step_reward     "score" (default: the submission's score),
                       "improvement" (score minus the best so far, 0 when
                       not better), or "none"
@@ -265,6 +279,7 @@ class _KgymToolImpl:
             state = await self._stored("open", trajectory, inst["task"], **info)
         fmt = self._cfg("format_score", -1.0)
         missing = self._cfg("missing_score", 0.0)
+        C.infra_policy(self._cfg("infra_score", C.RAISE))      # a bad setting says so now
         limit = int(self._cfg("max_attempts", 8))
         used = len(state["attempts"])
         if used >= limit:
@@ -281,7 +296,9 @@ class _KgymToolImpl:
             opts["group"] = group
         result = await client.agrade(task, code, raise_on_error=False, trajectory=trajectory,
                                      timeout_s=self._cfg("timeout_s"), **opts)
-        score = C.score_of(result, fmt, missing)
+        C.check_failures([result], None, missing, "kgym veRL tool", then="The model is told, the "
+                         "step reward is 0.0; calc_reward applies infra_score")
+        score = C.score_of(result, fmt, missing, None)
         best_before = state["best_score"]
         await self._stored("record", trajectory, {
             "status": result.status, "reward": result.reward, "score": score,
@@ -304,8 +321,21 @@ class _KgymToolImpl:
         state = await self._stored("get", trajectory)
         if not state or not state["attempts"]:
             return float(self._cfg("format_score", -1.0))
-        value = state["last_score"] if self._cfg("final_reward", "best") == "last" else state["best_score"]
-        return float(self._cfg("missing_score", 0.0) if value is None else value)
+        last = self._cfg("final_reward", "best") == "last"
+        value = state["last_score"] if last else state["best_score"]
+        if value is not None:
+            return float(value)
+        failed = [a for a in state["attempts"][-1:] if last] or state["attempts"]
+        if any(a.get("status") == "internal_error" for a in failed):
+            policy = C.infra_policy(self._cfg("infra_score", C.RAISE))
+            if policy == C.RAISE:
+                why = next(a for a in failed if a.get("status") == "internal_error")
+                raise KgymError("kgym veRL tool: trajectory %s has no reward: kgym's infrastructure "
+                                "failed its submission (%s: %s); set infra_score to a number to "
+                                "score it instead" % (trajectory, why.get("error") or "internal_error",
+                                                      why.get("message")))
+            return policy
+        return float(self._cfg("missing_score", 0.0))
 
     async def release(self, instance_id, **kwargs):
         """Forget the instance. Its trajectory's state is forgotten too when

@@ -1,0 +1,202 @@
+/*  worker_grade - the grading core: judging what a backend's runs produced.  */
+#include "worker_grade.h"
+#include "common_compare.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void
+worker_grade_tolerance (const common_task_t *task, worker_grade_tolerance_t *tol)
+{
+    tol->atol = task->atol;
+    tol->rtol = task->rtol;
+    tol->exact = task->exact;
+}
+
+static void
+s_mismatch (worker_outcome_t *out, const char *arg, uint32_t size_index, uint32_t trial,
+            uint64_t index, double expected, double got)
+{
+    if (out->nmismatches >= WORKER_MISMATCH_KEEP)
+        return;
+    worker_mismatch_t *m = &out->mismatches [out->nmismatches++];
+    snprintf (m->arg, sizeof m->arg, "%s", arg);
+    m->size_index = size_index;
+    m->trial = trial;
+    m->index = index;
+    m->expected = expected;
+    m->got = got;
+}
+
+int
+worker_grade_check (worker_outcome_t *out, const worker_grade_tensor_t *tensors, size_t n,
+                    const worker_grade_tolerance_t *tol, uint32_t size_index, uint32_t trial,
+                    const char *when)
+{
+    //  Inputs first: a candidate that wrote into them is wrong whatever it output.
+    for (size_t i = 0; i < n; i++) {
+        const worker_grade_tensor_t *t = &tensors [i];
+        if (t->kind != ARG_INPUT)
+            continue;
+        size_t esize = common_dtype_size (t->dtype);
+        if (memcmp (t->before, t->got, t->count * esize) == 0)
+            continue;
+        common_compare_t cmp;
+        common_compare_bits (t->dtype, t->before, t->got, t->count, &cmp);
+        if (cmp.nfirst)
+            s_mismatch (out, t->name, size_index, trial, cmp.first [0].index,
+                        cmp.first [0].expected, cmp.first [0].got);
+        out->bad_elements = cmp.bad;
+        worker_outcome_fail (out, STATUS_INCORRECT, "input '%s' was modified by the candidate "
+                             "(size %u, %s)", t->name, size_index, when);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const worker_grade_tensor_t *t = &tensors [i];
+        if (t->kind != ARG_OUTPUT && t->kind != ARG_INOUT)
+            continue;
+        common_compare_t cmp;
+        if (tol->exact)
+            common_compare_bits (t->dtype, t->expected, t->got, t->count, &cmp);
+        else
+            common_compare (t->dtype, t->expected, t->got, t->count, tol->atol, tol->rtol, &cmp);
+        if (cmp.max_abs > out->max_abs)
+            out->max_abs = cmp.max_abs;
+        if (cmp.max_rel > out->max_rel)
+            out->max_rel = cmp.max_rel;
+        if (!cmp.bad)
+            continue;
+        for (size_t k = 0; k < cmp.nfirst; k++)
+            s_mismatch (out, t->name, size_index, trial, cmp.first [k].index,
+                        cmp.first [k].expected, cmp.first [k].got);
+        out->bad_elements = cmp.bad;
+        worker_outcome_fail (out, STATUS_INCORRECT, "output '%s' wrong in %zu of %zu elements "
+                             "(size %u, %s)", t->name, cmp.bad, cmp.count, size_index, when);
+        return -1;
+    }
+    return 0;
+}
+
+int
+worker_grade_reference (worker_outcome_t *out, const worker_grade_tensor_t *tensors, size_t n,
+                        uint32_t size_index)
+{
+    for (size_t i = 0; i < n; i++) {
+        const worker_grade_tensor_t *t = &tensors [i];
+        if (t->kind != ARG_OUTPUT && t->kind != ARG_INOUT)
+            continue;
+        //  Compared with itself, only NaN (poison never overwritten) fails.
+        common_compare_t cmp;
+        common_compare (t->dtype, t->expected, t->expected, t->count, 0, 0, &cmp);
+        if (cmp.bad) {
+            worker_outcome_fail (out, STATUS_INVALID, "the task's reference left %zu elements of "
+                                 "'%s' NaN or unwritten (size %u)", cmp.bad, t->name, size_index);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int
+s_compare_double (const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return (x > y) - (x < y);
+}
+
+static double
+s_median_sorted (const double *v, size_t n)
+{
+    return n % 2? v [n / 2]: 0.5 * (v [n / 2 - 1] + v [n / 2]);
+}
+
+void
+worker_grade_timing (worker_timing_t *timing, double *samples_us, size_t n)
+{
+    memset (timing, 0, sizeof *timing);
+    if (n == 0)
+        return;
+    qsort (samples_us, n, sizeof (double), s_compare_double);
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += samples_us [i];
+    double mean = sum / (double) n;
+    double var = 0;
+    for (size_t i = 0; i < n; i++)
+        var += (samples_us [i] - mean) * (samples_us [i] - mean);
+    timing->n = (uint32_t) n;
+    timing->mean_us = mean;
+    timing->std_us = n > 1? sqrt (var / (double) (n - 1)): 0;
+    timing->min_us = samples_us [0];
+    timing->max_us = samples_us [n - 1];
+    timing->median_us = s_median_sorted (samples_us, n);
+    //  Outliers by the median absolute deviation: robust where the standard
+    //  deviation is not (one preempted run can double it).
+    double *dev = malloc (n * sizeof (double));
+    if (!dev)
+        return;
+    for (size_t i = 0; i < n; i++)
+        dev [i] = fabs (samples_us [i] - timing->median_us);
+    qsort (dev, n, sizeof (double), s_compare_double);
+    double mad = s_median_sorted (dev, n);
+    free (dev);
+    for (size_t i = 0; i < n && mad > 0; i++)
+        if (fabs (samples_us [i] - timing->median_us) > 3 * 1.4826 * mad)
+            timing->outliers++;
+}
+
+//  A distribution-free ~95% interval for the median of sorted v: order
+//  statistics n/2 -+ 0.98 sqrt(n) (the binomial's normal approximation).
+static void
+s_median_interval (const double *v, size_t n, double *lo, double *hi)
+{
+    double half = 0.98 * sqrt ((double) n);
+    double mid = (double) (n - 1) / 2.0;
+    long l = (long) floor (mid - half), h = (long) ceil (mid + half);
+    *lo = v [l < 0? 0: l];
+    *hi = v [h >= (long) n? (long) n - 1: h];
+}
+
+double
+worker_grade_speedup (double *cand_us, size_t ncand, double *base_us, size_t nbase,
+                      double *lo, double *hi)
+{
+    if (lo)
+        *lo = 0;
+    if (hi)
+        *hi = 0;
+    if (!ncand || !nbase)
+        return 0;
+    qsort (cand_us, ncand, sizeof (double), s_compare_double);
+    qsort (base_us, nbase, sizeof (double), s_compare_double);
+    double cand = s_median_sorted (cand_us, ncand), base = s_median_sorted (base_us, nbase);
+    if (cand <= 0)
+        return 0;
+    if (lo && hi) {
+        double clo, chi, blo, bhi;
+        s_median_interval (cand_us, ncand, &clo, &chi);
+        s_median_interval (base_us, nbase, &blo, &bhi);
+        *lo = chi > 0? blo / chi: 0;
+        *hi = clo > 0? bhi / clo: 0;
+    }
+    return base / cand;
+}
+
+void
+worker_grade_run_failed (worker_outcome_t *out, worker_grade_who_t who, worker_grade_fail_t how,
+                         const char *detail)
+{
+    static const char *names [] = { "candidate", "reference", "baseline" };
+    if (how == GRADE_FAIL_OURS) {
+        worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "could not run the %s: %s", names [who],
+                             detail);
+        return;
+    }
+    if (who != GRADE_CANDIDATE) {
+        worker_outcome_fail (out, STATUS_INVALID, "the task's %s failed: %s", names [who], detail);
+        return;
+    }
+    worker_outcome_fail (out, how == GRADE_FAIL_TIMEOUT? STATUS_TIMEOUT: STATUS_RUNTIME_ERROR,
+                         "%s", detail);
+}
