@@ -32,8 +32,9 @@ _kgym_options() {
     grep -o -- '--[a-z][a-z0-9-]*' | sort -u
 }
 
-# What option $1 takes, from help text on stdin: "choice a b c", "file" or
-# "value" (some other argument), or nothing when it takes none.
+# What option $1 takes, from help text on stdin: "choice a b c" (spelled
+# a|b|c, or listed at the end of its row after a colon), "file" or "value"
+# (some other argument), or nothing when it takes none.
 _kgym_argument() {
     awk -v opt="$1" '
         {
@@ -44,10 +45,16 @@ _kgym_argument() {
                 if (a ~ /^[a-z0-9_-]+(\|[a-z0-9_-]+)+$/) { gsub(/\|/, " ", a); choice = a }
                 else if (a ~ /^(FILE|PATH|DIR)(\|-)?$/) file = 1
                 else if (a ~ /^[A-Z][A-Z_,]*$/) value = 1
+                # An option row whose text ends in a list: "--backend TARGET  what to grade: cpu, cuda".
+                if (i == 1 && a ~ /^[A-Z][A-Z_]*$/ && match($0, /: *[a-z0-9_-]+(, *[a-z0-9_-]+)+ *$/)) {
+                    l = substr($0, RSTART + 1); gsub(/[ ,]+/, " ", l); sub(/^ /, "", l); sub(/ $/, "", l)
+                    listed = l
+                }
             }
         }
         END {
             if (choice != "") print "choice " choice
+            else if (listed != "") print "choice " listed
             else if (file) print "file"
             else if (value) print "value"
         }'

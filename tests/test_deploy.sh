@@ -387,7 +387,7 @@ podman_setup() {
 demo_in_image() {
     if "${pm[@]}" "${run[@]}" --network none "${worker_sec[@]}" "$1" kgym demo --timeout 15 \
          > "$tmp/demo.log" 2>&1 \
-       && grep -q "grading the CPU examples" "$tmp/demo.log" \
+       && grep -qi "grading the cpu examples" "$tmp/demo.log" \
        && python3 - "$tmp/demo.log" <<'PY'
 import re, sys
 m = re.search(r"(\d+) candidates graded; (\d+) of (\d+) with an expected status got it", open(sys.argv[1]).read())
