@@ -25,13 +25,18 @@ need_pkgs() {
 }
 
 pkgs=(gcc pkg-config meson ninja-build python3 libczmq-dev libzmq3-dev libsqlite3-dev
-      libsodium-dev libjansson-dev libffi-dev libseccomp-dev libmicrohttpd-dev check python3-zmq python3-msgpack)
+      libsodium-dev libjansson-dev libffi-dev libseccomp-dev libmicrohttpd-dev check python3-zmq python3-msgpack
+      help2man)
 # msgpack-c's dev package was renamed on newer releases.
 if apt-cache show libmsgpack-c-dev >/dev/null 2>&1; then pkgs+=(libmsgpack-c-dev); else pkgs+=(libmsgpack-dev); fi
 # The 'deploy' test suite: promtool (prometheus), a throwaway Slurm (slurm-wlm, munge),
-# systemd-analyze (systemd), setpriv (util-linux), node and npm for the k8s checks.
+# systemd-analyze (systemd), setpriv (util-linux), node and npm for the k8s checks,
+# bash-completion for the installed completion, mmdebstrap, umoci, podman and runc
+# for the image built from Debian's packages (deploy/docker/mkimage.sh).
 if [ "$action" = test ]; then
-    pkgs+=(prometheus slurm-wlm munge systemd util-linux python3-torch)
+    pkgs+=(prometheus slurm-wlm munge systemd util-linux bash-completion mmdebstrap umoci podman runc)
+    # The python backend's tests: Debian's torch (CPU only).
+    pkgs+=(python3-torch)
     # The Python client's install test: pip install ./python into a venv.
     pkgs+=(python3-venv python3-pip python3-setuptools)
     command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
