@@ -204,7 +204,13 @@ class Runner:
         import torch
         torch.manual_seed(int(req["seed"]))
         try:
-            made = list(self.task.get_inputs())
+            #  On a GPU, made there: every run has inputs of its own, and
+            #  making them on the host would cost more than the kernel.
+            if self.device != "cpu" and hasattr(torch, "device") and hasattr(torch.device, "__enter__"):
+                with torch.device(self.device):
+                    made = list(self.task.get_inputs())
+            else:
+                made = list(self.task.get_inputs())
         except BaseException as exc:   # noqa: B036
             return {"error": "get_inputs() failed", "kind": "invalid", "traceback": trimmed_traceback(exc, 4000)}
         inputs = []
@@ -393,6 +399,14 @@ def main(argv):
         os.makedirs(path, exist_ok=True)
         os.environ[var] = path
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    #  The tools a build runs (ninja, nvcc, ptxas): the interpreter's own
+    #  bin folder (a virtual environment's ninja) and the CUDA toolkit's.
+    paths = [os.path.dirname(os.path.abspath(sys.executable))]
+    cuda = os.environ.get("CUDA_HOME") or ("/usr/local/cuda" if os.path.isdir("/usr/local/cuda") else "")
+    if cuda:
+        os.environ["CUDA_HOME"] = cuda
+        paths.append(os.path.join(cuda, "bin"))
+    os.environ["PATH"] = os.pathsep.join(paths + [os.environ.get("PATH", "/usr/bin:/bin")])
     if args.get("gpu"):
         os.environ["CUDA_VISIBLE_DEVICES"] = args["gpu"]
     os.environ.setdefault("OMP_NUM_THREADS", args.get("threads", "1"))

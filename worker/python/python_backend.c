@@ -348,7 +348,7 @@ s_call_time (s_exec_t *ex, double wall_s, json_t *gpu)
         return wall_s;
     double span = json_number_value (json_object_get (gpu, "span_us")) / 1e6;
     double outside = wall_s - span;
-    double slack = 3e-4 + 0.25 * ex->over_s + 0.1 * span;
+    double slack = 3e-4 + 0.5 * ex->over_s + 0.1 * span;
     const char *why = NULL;
     if (!(span > 0))
         why = "its call left no GPU activity in its records";
