@@ -12,6 +12,7 @@
     the last result the run waits a little for the summaries of its groups.
 */
 #include "client_submit.h"
+#include "common_task.h"
 #include "client_format.h"
 #include "client_kgym.h"
 #include "client_options.h"
@@ -54,6 +55,7 @@ typedef struct {
     uint32_t group_size;        //  --group-size N (0: not said)
     const char *trajectory;     //  --trajectory X, or NULL
     client_cache_policy_t cache;//  --cache use|refresh|bypass
+    const char *backend;        //  --backend T: the task's target instead of its own (a .py task's)
     char **paths;               //  TASK CANDIDATE...
     int npaths;                 //  entries in paths
 } s_options_t;
@@ -120,6 +122,7 @@ s_usage (FILE *out)
         "  --broker EP            the broker's client endpoint (e.g. tcp://host:5555);\n"
         "                         default $KGYM_BROKER\n"
         "  --timeout S            eval.timeout: seconds the runs of one job may take\n"
+        "  --backend T            the task's target (a KernelBench .py task: default cuda)\n"
         "  --seed N               eval.seed: input seed (default: fresh per job)\n"
         "  --tag T                tag echoed in results\n"
         "  --group G              GRPO group id: the broker sends the group's summary when it ends\n"
@@ -147,49 +150,18 @@ s_usage (FILE *out)
 }
 
 //  Load a JSON file of at most SUBMIT_MAX_FILE bytes.
+//  A task or candidate file: JSON, or a KernelBench-format .py module (a
+//  task for target, default "cuda"; docs/pytorch-tasks.md).
 static json_t *
-s_load_json (const char *path, char *err, size_t errlen)
+s_load_json (const char *path, bool is_task, const char *target, char *err, size_t errlen)
 {
-    FILE *file = fopen (path, "rb");
-    if (!file) {
-        snprintf (err, errlen, "cannot read %s: %s", path, strerror (errno));
-        return NULL;
+    json_t *json = common_task_file_load (path, is_task, target? target: "cuda", SUBMIT_MAX_FILE,
+                                          err, errlen);
+    if (json && !json_is_object (json)) {
+        snprintf (err, errlen, "%s: not a JSON object", path);
+        json_decref (json);
+        json = NULL;
     }
-    struct stat st;
-    if (fstat (fileno (file), &st) == 0 && S_ISREG (st.st_mode)
-    &&  (uint64_t) st.st_size > SUBMIT_MAX_FILE) {
-        snprintf (err, errlen, "%s is larger than %u MiB", path, SUBMIT_MAX_FILE >> 20);
-        fclose (file);
-        return NULL;
-    }
-    char *data = (char *) malloc (SUBMIT_MAX_FILE + 1);
-    if (!data) {
-        snprintf (err, errlen, "out of memory reading %s", path);
-        fclose (file);
-        return NULL;
-    }
-    size_t size = fread (data, 1, SUBMIT_MAX_FILE + 1, file);
-    bool failed = ferror (file);
-    fclose (file);
-    json_t *json = NULL;
-    if (failed)
-        snprintf (err, errlen, "cannot read %s", path);
-    else
-    if (size > SUBMIT_MAX_FILE)
-        snprintf (err, errlen, "%s is larger than %u MiB", path, SUBMIT_MAX_FILE >> 20);
-    else {
-        json_error_t error;
-        json = json_loadb (data, size, JSON_REJECT_DUPLICATES, &error);
-        if (!json)
-            snprintf (err, errlen, "%s:%d: %s", path, error.line, error.text);
-        else
-        if (!json_is_object (json)) {
-            snprintf (err, errlen, "%s: not a JSON object", path);
-            json_decref (json);
-            json = NULL;
-        }
-    }
-    free (data);
     return json;
 }
 
@@ -216,7 +188,7 @@ s_batch_task (s_source_t *self, json_t *task, char *err, size_t errlen)
     json_t *cached = (json_t *) zhashx_lookup (self->tasks, path);
     if (cached)
         return json_incref (cached);
-    json_t *loaded = s_load_json (path, err, errlen);
+    json_t *loaded = s_load_json (path, true, self->opts->backend, err, errlen);
     if (loaded && zhashx_size (self->tasks) < SUBMIT_TASK_CACHE)
         zhashx_insert (self->tasks, path, json_incref (loaded));
     return loaded;
@@ -367,7 +339,7 @@ s_next_batch (s_source_t *self, json_t **job, char **label, s_jobopts_t *jobopts
                 cand = json_incref (candidate);
             else
             if (json_is_string (candidate))
-                cand = s_load_json (json_string_value (candidate), why, sizeof (why));
+                cand = s_load_json (json_string_value (candidate), false, NULL, why, sizeof (why));
             else
                 snprintf (why, sizeof (why), "\"candidate\" must be a path or an object");
         }
@@ -405,7 +377,7 @@ s_source_next (s_source_t *self, json_t **job, char **label, s_jobopts_t *jobopt
     if (self->next_path >= self->opts->npaths)
         return 0;
     const char *path = self->opts->paths [self->next_path++];
-    json_t *candidate = s_load_json (path, err, errlen);
+    json_t *candidate = s_load_json (path, false, NULL, err, errlen);
     if (!candidate)
         return -1;
     *label = strdup (path);
@@ -483,7 +455,9 @@ s_source_open (s_source_t *self, const s_options_t *opts, char *err, size_t errl
     memset (self, 0, sizeof (*self));
     self->opts = opts;
     if (!opts->batch) {
-        self->task = s_load_json (opts->paths [0], err, errlen);
+        self->task = s_load_json (opts->paths [0], true, opts->backend, err, errlen);
+        if (self->task && opts->backend)
+            json_object_set_new (self->task, "backend", json_string (opts->backend));
         self->next_path = 1;
         if (!self->task)
             return -1;
@@ -649,6 +623,7 @@ s_parse (int argc, char **argv, s_options_t *opts)
         { "group-size", required_argument, NULL, 'N' },
         { "trajectory", required_argument, NULL, 'X' },
         { "cache", required_argument, NULL, 'C' },
+        { "backend", required_argument, NULL, 'b' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
@@ -662,6 +637,9 @@ s_parse (int argc, char **argv, s_options_t *opts)
         if (taken)
             continue;
         switch (opt) {
+            case 'b':
+                opts->backend = optarg;
+                break;
             case 'c':
                 if (client_options_real ("submit", "--connect-timeout", optarg, 0, true, 86400,
                                          "seconds", &opts->connect_timeout_s))
