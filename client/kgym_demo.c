@@ -154,23 +154,6 @@ s_submit_all (client_kgym_t *client, const char *root, const char *backend, doub
     return 0;
 }
 
-//  True when this build grades programs of lang on target (some backend serves both).
-static bool
-s_serves (const char *target, const char *lang)
-{
-    const worker_backend_t *const *all = worker_registry_all ();
-    for (size_t i = 0; all [i]; i++) {
-        bool has_target = false, has_lang = false;
-        for (size_t k = 0; k < COMMON_BACKEND_MAX_NAMES && all [i]->info.targets [k]; k++)
-            has_target |= strcmp (all [i]->info.targets [k], target) == 0;
-        for (size_t k = 0; k < COMMON_BACKEND_MAX_NAMES && all [i]->info.langs [k]; k++)
-            has_lang |= strcmp (all [i]->info.langs [k], lang) == 0;
-        if (has_target && has_lang)
-            return true;
-    }
-    return false;
-}
-
 //  The expected status (a string, or an array of the statuses accepted) as text.
 static void
 s_expected_text (json_t *want, char *text, size_t size)
@@ -451,7 +434,7 @@ kgym_demo_main (int argc, char **argv)
         double longest_s = 0;
         char pool [1200];
         snprintf (pool, sizeof pool, "%s/pytorch", root);
-        if (access (pool, R_OK) == 0 && !s_serves (backend, "python"))
+        if (access (pool, R_OK) == 0 && !worker_registry_find (backend, "python"))
             printf ("kgym demo: this build grades no Python on %s: the PyTorch pool is left out\n",
                     backend);
         else

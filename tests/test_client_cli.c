@@ -551,23 +551,6 @@ START_TEST (test_demo_exit_status_follows_the_expected_statuses)
 }
 END_TEST
 
-//  True when this build grades programs of lang on target.
-static bool
-s_build_serves (const char *target, const char *lang)
-{
-    const worker_backend_t *const *all = worker_registry_all ();
-    for (size_t i = 0; all [i]; i++) {
-        bool has_target = false, has_lang = false;
-        for (size_t k = 0; k < COMMON_BACKEND_MAX_NAMES && all [i]->info.targets [k]; k++)
-            has_target |= strcmp (all [i]->info.targets [k], target) == 0;
-        for (size_t k = 0; k < COMMON_BACKEND_MAX_NAMES && all [i]->info.langs [k]; k++)
-            has_lang |= strcmp (all [i]->info.langs [k], lang) == 0;
-        if (has_target && has_lang)
-            return true;
-    }
-    return false;
-}
-
 START_TEST (test_demo_grades_the_pool_for_its_target)
 {
     //  A pool of one task (the bundled ReLU's CPU form) with a right and a
@@ -602,7 +585,7 @@ START_TEST (test_demo_grades_the_pool_for_its_target)
     char *out, *err;
     int rc = testutil_kgym (s_dir, &out, &err, "demo", "--backend", "cpu", "--examples", examples,
                             NULL);
-    if (s_build_serves ("cpu", "python")) {
+    if (worker_registry_find ("cpu", "python")) {
         ck_assert_msg (rc == 1, "one missed status: exit %d (%s%s)", rc, out, err);
         ck_assert_msg (strstr (out, "pytorch/relu") && strstr (out, "torch_naive")
                        && strstr (out, "compile_error"), "both graded: '%s'", out);
