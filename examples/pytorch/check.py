@@ -236,7 +236,10 @@ def load_inline_sources(path):
     read from its module-level string constants without running it."""
     import ast
     with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read())
+        try:
+            tree = ast.parse(f.read())
+        except SyntaxError:
+            return None                 # meant not to parse (pack.py checks the rest)
     strings = {}
     call = None
     for node in ast.walk(tree):
