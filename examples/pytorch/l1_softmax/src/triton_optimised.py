@@ -1,7 +1,8 @@
 # triton_optimised: softmax in Triton with the whole row in registers (one
 # read of x, one write of y), the block the next power of two of the row
-# length and the warps scaled with it. Correct, and faster than eager.
-# expect: cuda=ok+fast cpu=-
+# length (16 at least) and the warps scaled with it. Correct; about as
+# fast as eager's own fused softmax kernel, faster than triton_naive.
+# expect: cuda=ok cpu=-
 import torch
 import torch.nn as nn
 import triton
@@ -25,7 +26,7 @@ class ModelNew(nn.Module):
         y = torch.empty_like(x)
         n_cols = x.shape[-1]
         rows = x.numel() // n_cols
-        block = triton.next_power_of_2(n_cols)
+        block = max(triton.next_power_of_2(n_cols), 16)
         warps = 4 if block <= 2048 else (8 if block <= 8192 else 16)
         softmax_kernel[(rows,)](x, y, n_cols, BLOCK=block, num_warps=warps)
         return y
