@@ -186,9 +186,9 @@ s_submit_pool (client_kgym_t *client, const char *root, const char *target, doub
         snprintf (path, sizeof path, "%s/%s/task.%s.json", dir, tasks [t], target);
         if (access (path, R_OK) != 0)
             continue;                   //  not a task for this target
-        json_t *task = kgym_cli_load (path, "task");
+        json_t *task = kgym_cli_load (path, "task", target);
         snprintf (path, sizeof path, "%s/%s/expected.json", dir, tasks [t]);
-        json_t *all = task? kgym_cli_load (path, "expected statuses"): NULL;
+        json_t *all = task? kgym_cli_load (path, "expected statuses", NULL): NULL;
         json_t *expected = json_object_get (all, target);
         json_t *eval = json_deep_copy (json_object_get (expected, "eval"));
         if (!json_is_object (eval)) {
@@ -213,7 +213,7 @@ s_submit_pool (client_kgym_t *client, const char *root, const char *target, doub
                 continue;               //  not graded on this target
             char cpath [2000];
             snprintf (cpath, sizeof cpath, "%s/%s", path, cands [c]);
-            json_t *candidate = kgym_cli_load (cpath, "candidate");
+            json_t *candidate = kgym_cli_load (cpath, "candidate", NULL);
             if (!candidate)
                 continue;
             snprintf (row->task, sizeof row->task, "pytorch/%s", tasks [t]);
