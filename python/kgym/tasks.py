@@ -5,6 +5,7 @@ A task may be given as
     object holding one under "task";
   - JSON text of either (what a dataset column usually holds);
   - a path to a task JSON file, or to a folder holding task.json;
+  - a path to a KernelBench-format .py module (a PyTorch task, docs/pytorch-tasks.md);
   - the name of a bundled example: "cpu/rmsnorm_f32" (or
     "examples/cpu/rmsnorm_f32", or a bare "gelu_f32" when only one backend
     has it).
@@ -173,6 +174,8 @@ def resolve_task(spec):
     p = Path(text)
     if p.is_dir() and (p / "task.json").is_file():
         return _load_json(p / "task.json")
+    if p.is_file() and p.suffix == ".py":
+        return python_task(p)
     if p.is_file():
         return resolve_task(_load_json(p))
     d = example_path(text)
@@ -188,6 +191,19 @@ def resolve_task(spec):
             where += " ($%s)" % EXAMPLES_ENV
     raise TaskError("task %r is not a file, a folder with task.json, or a bundled example (%s)"
                     % (text[:200], where))
+
+
+def python_task(path, backend=None):
+    """A KernelBench-format module (a .py file: Model, get_inputs, get_init_inputs)
+    as a task (docs/pytorch-tasks.md): named after the file, run on backend
+    (default $KGYM_PY_BACKEND, else "cuda")."""
+    path = Path(path)
+    try:
+        source = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskError("cannot read %s: %s" % (path, exc)) from None
+    return {"name": path.stem, "backend": backend or os.environ.get("KGYM_PY_BACKEND", "cuda"),
+            "reference": {"lang": "python", "source": source}}
 
 
 def task_backend(task):
