@@ -40,6 +40,16 @@ def require_binaries():
         raise unittest.SkipTest(str(exc))
 
 
+def python_backend():
+    """True when this build's workers have the python backend (PyTorch
+    tasks): kgym-worker --help lists its backends."""
+    import subprocess
+    require_binaries()
+    worker = os.path.join(str(build_dir()), "worker", "kgym-worker")
+    out = subprocess.run([worker, "--help"], capture_output=True, text=True, timeout=30)
+    return any(line.strip().startswith("python:") for line in (out.stdout + out.stderr).splitlines())
+
+
 def cluster():
     """The shared cluster (started on first call)."""
     global _cluster
