@@ -19,7 +19,7 @@ from .result import NO_REWARD, STATUSES, Result
 from .tasks import (TaskError, example_candidates, example_expected, examples_dir, list_examples,
                     resolve_task)
 from .store import BrokerStore, InProcessStore, TrajectoryStore
-from . import tools
+from . import sampler, tools
 
 __version__ = "0.1.0"
 

@@ -47,7 +47,9 @@ def python_backend():
     require_binaries()
     worker = os.path.join(str(build_dir()), "worker", "kgym-worker")
     out = subprocess.run([worker, "--help"], capture_output=True, text=True, timeout=30)
-    return any(line.strip().startswith("python:") for line in (out.stdout + out.stderr).splitlines())
+    #  Each backend's line ends with its languages: "... (c, python)".
+    import re
+    return re.search(r"\((?:[a-z]+, )*python(?:, [a-z]+)*\)", out.stdout + out.stderr) is not None
 
 
 def cluster():
