@@ -25,25 +25,11 @@ s_teardown (void)
     testutil_dir_remove (s_dir);
 }
 
-//  The stdout line whose "source" ends with suffix, parsed (to release).
+//  The stdout line of a problem whose "source" ends with suffix (to release).
 static json_t *
 s_line_for (const char *out, const char *suffix)
 {
-    char *copy = strdup (out);
-    json_t *found = NULL;
-    for (char *line = strtok (copy, "\n"); line && !found; line = strtok (NULL, "\n")) {
-        json_t *json = json_loads (line, 0, NULL);
-        ck_assert_msg (json != NULL, "not a JSON line: %s", line);
-        const char *source = json_string_value (json_object_get (json, "source"));
-        size_t n = source? strlen (source): 0, m = strlen (suffix);
-        if (n >= m && streq (source + n - m, suffix))
-            found = json;
-        else
-            json_decref (json);
-    }
-    free (copy);
-    ck_assert_msg (found != NULL, "no line for %s in:\n%s", suffix, out);
-    return found;
+    return testutil_json_line (out, "source", suffix);
 }
 
 static int

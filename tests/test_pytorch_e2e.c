@@ -117,28 +117,6 @@ START_TEST (test_dataset_to_candidate)
 }
 END_TEST
 
-//  The run's result line for a candidate path ending with suffix (to release).
-static json_t *
-s_result_for (const char *out, const char *suffix)
-{
-    char *copy = strdup (out);
-    json_t *found = NULL;
-    for (char *line = strtok (copy, "\n"); line && !found; line = strtok (NULL, "\n")) {
-        json_t *json = json_loads (line, 0, NULL);
-        const char *label = json_string_value (json_object_get (json, "candidate"));
-        if (!label)
-            label = json_string_value (json_object_get (json, "source"));
-        size_t n = label? strlen (label): 0, m = strlen (suffix);
-        if (n >= m && streq (label + n - m, suffix))
-            found = json;
-        else
-            json_decref (json);
-    }
-    free (copy);
-    ck_assert_msg (found != NULL, "no line for %s in:\n%s", suffix, out);
-    return found;
-}
-
 START_TEST (test_grade_answers_through_a_broker)
 {
     s_import ();
@@ -151,16 +129,16 @@ START_TEST (test_grade_answers_through_a_broker)
                             "--connect-timeout", "30", task_path, "--completion", right,
                             "--completion", wrong, "--completion", prose, NULL);
     ck_assert_msg (rc == 0, "submit: exit %d: %s", rc, err);
-    json_t *line = s_result_for (out, "_right.md");
+    json_t *line = testutil_json_line (out, "candidate", "_right.md");
     ck_assert_msg (streq (json_string_value (json_object_get (line, "status")), "ok"),
                    "right answer: %s", json_dumps (line, 0));
     ck_assert (json_number_value (json_object_get (line, "reward")) > 0);
     json_decref (line);
-    line = s_result_for (out, "_wrong.md");
+    line = testutil_json_line (out, "candidate", "_wrong.md");
     ck_assert_str_eq (json_string_value (json_object_get (line, "status")), "incorrect");
     ck_assert (json_number_value (json_object_get (line, "reward")) < 0);
     json_decref (line);
-    line = s_result_for (out, "_prose.md");
+    line = testutil_json_line (out, "candidate", "_prose.md");
     ck_assert_str_eq (json_string_value (json_object_get (line, "status")), "invalid");
     ck_assert_str_eq (json_string_value (json_object_get (line, "error")), "extract");
     json_decref (line);
@@ -189,7 +167,7 @@ START_TEST (test_check_drops_broken_references)
         { "broken/no_model.py", "failed", "no_model" },
     };
     for (size_t i = 0; i < sizeof want / sizeof want [0]; i++) {
-        json_t *line = s_result_for (out, want [i].file);
+        json_t *line = testutil_json_line (out, "source", want [i].file);
         ck_assert_str_eq (json_string_value (json_object_get (line, "status")), want [i].status);
         if (want [i].problem)
             ck_assert_str_eq (json_string_value (json_object_get (line, "problem")), want [i].problem);

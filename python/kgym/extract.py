@@ -494,9 +494,10 @@ def extract(completion, task=None, *, backend=None):
     text = completion_text(completion)
     python = _is_module_task(task) or (task is None and _looks_python(text))
     try:
+        blocks = _answer_blocks(text)
         if python:
-            return _extract_python(text, _candidate_entry(task))
-        return _extract(text, task, backend)
+            return _extract_python(blocks, _candidate_entry(task))
+        return _extract(blocks, task, backend)
     except ExtractionError as exc:
         return Extraction(None, _feedback(exc.feedback, python), problem=exc.feedback)
 
@@ -536,13 +537,17 @@ def _looks_python(text):
     return any(b.lang == "python" and defines(b.body, "ModelNew") for b in code_blocks(text))
 
 
-def _extract_python(text, entry):
+def _answer_blocks(text):
+    """The fenced blocks of the answer: after the reasoning, never empty."""
     text, why = _strip_reasoning(text)
     if why:
         raise ExtractionError(why)
     if not text.strip():
         raise ExtractionError("the completion is empty")
-    blocks = code_blocks(text)
+    return code_blocks(text)
+
+
+def _extract_python(blocks, entry):
     python = [b for b in blocks if b.lang == "python" or (b.lang == "" and defines(b.body, entry))]
     defining = [b for b in python if defines(b.body, entry)]
     closed = [b for b in defining if b.closed]
@@ -564,13 +569,7 @@ def _extract_python(text, entry):
     raise ExtractionError("no fenced ```python block with the module")
 
 
-def _extract(text, task, backend):
-    text, why = _strip_reasoning(text)
-    if why:
-        raise ExtractionError(why)
-    if not text.strip():
-        raise ExtractionError("the completion is empty")
-    blocks = code_blocks(text)
+def _extract(blocks, task, backend):
     plan, plan_block, plan_err = _pick_json_plan(blocks)
     if plan is not None and isinstance(plan.get("source"), str):
         # A whole candidate as JSON.
