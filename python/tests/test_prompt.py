@@ -59,6 +59,14 @@ class SameAsTheBinary(unittest.TestCase):
                 if name.startswith("cuda/"):
                     self.compare(folder, lang="ptx", gpu=None)
 
+    def test_the_bundled_pytorch_pool(self):
+        tasks = sorted(Path(_env.REPO).glob("examples/pytorch/*/task.c*.json"))
+        if not tasks:
+            self.skipTest("no examples/pytorch pool in this checkout")
+        for path in tasks:
+            with self.subTest(task=str(path.relative_to(_env.REPO))):
+                self.compare(path)
+
     def test_kernelbench_modules_and_their_imported_tasks(self):
         files = sorted(KB.glob("level*/*.py"))
         self.assertGreaterEqual(len(files), 4)
