@@ -5,7 +5,8 @@ A task may be given as
     object holding one under "task";
   - JSON text of either (what a dataset column usually holds);
   - a path to a task JSON file, or to a folder holding task.json;
-  - a path to a KernelBench-format .py module (a PyTorch task, docs/pytorch-tasks.md);
+  - a path to a KernelBench-format module (`.py`): its PyTorch task, as
+    `kgym import kernelbench` makes it (kgym.pytorch);
   - the name of a bundled example: "cpu/rmsnorm_f32" (or
     "examples/cpu/rmsnorm_f32", or a bare "gelu_f32" when only one backend
     has it).
@@ -175,7 +176,7 @@ def resolve_task(spec):
     if p.is_dir() and (p / "task.json").is_file():
         return _load_json(p / "task.json")
     if p.is_file() and p.suffix == ".py":
-        return python_task(p)
+        return _module_file(p)
     if p.is_file():
         return resolve_task(_load_json(p))
     d = example_path(text)
@@ -193,17 +194,19 @@ def resolve_task(spec):
                     % (text[:200], where))
 
 
-def python_task(path, backend=None):
-    """A KernelBench-format module (a .py file: Model, get_inputs, get_init_inputs)
-    as a task (docs/pytorch-tasks.md): named after the file, run on backend
-    (default $KGYM_PY_BACKEND, else "cuda")."""
-    path = Path(path)
+def _module_file(path):
+    from . import pytorch
     try:
-        source = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskError("cannot read %s: %s" % (path, exc)) from None
-    return {"name": path.stem, "backend": backend or os.environ.get("KGYM_PY_BACKEND", "cuda"),
-            "reference": {"lang": "python", "source": source}}
+        with open(path, "rb") as f:
+            data = f.read(pytorch.MAX_SOURCE + 2)
+    except OSError as exc:
+        raise TaskError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
+    try:
+        return pytorch.module_task(data.decode("utf-8"), pytorch.task_name(path))
+    except UnicodeDecodeError:
+        raise TaskError("%s is not UTF-8 text" % path) from None
+    except pytorch.ModuleError as exc:
+        raise TaskError("%s is not a KernelBench-format problem: %s" % (path, exc)) from None
 
 
 def task_backend(task):
