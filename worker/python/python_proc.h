@@ -63,7 +63,7 @@ void python_proc_describe (python_proc_t *self, char *buf, size_t len);
 //  Its private directory (its cwd; TORCH_EXTENSIONS_DIR and TRITON_CACHE_DIR under it).
 const char *python_proc_dir (python_proc_t *self);
 
-//  The caps text of its sandbox.
+//  The caps object of its sandbox, built by the sandbox from outside it.
 const char *python_proc_caps (python_proc_t *self);
 
 //  Kill it, reap it, remove its directory.
