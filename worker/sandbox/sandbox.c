@@ -166,6 +166,7 @@ typedef struct {
     int out_fd;                         //  stdout and stderr, -1 none
     bool userns;                        //  write the maps of a fresh user namespace
     char uid_map [48], gid_map [48];    //  "0 <uid> 1"
+    int netns, ipcns;                   //  empty namespaces to enter, -1: make new ones
     int err;                            //  errno of the step that failed
     const char *step;                   //  which
 } s_child_t;
@@ -208,6 +209,12 @@ s_child (void *arg)
     ||  s_child_write ("/proc/self/uid_map", c->uid_map) != 0
     ||  s_child_write ("/proc/self/gid_map", c->gid_map) != 0))
         return s_child_fail (c, "user namespace maps");
+    //  Network and IPC namespaces: the shared empty ones (entering costs
+    //  microseconds), else new ones (milliseconds).
+    if ((c->netns >= 0? setns (c->netns, CLONE_NEWNET): unshare (CLONE_NEWNET)) != 0)
+        return s_child_fail (c, "network namespace");
+    if ((c->ipcns >= 0? setns (c->ipcns, CLONE_NEWIPC): unshare (CLONE_NEWIPC)) != 0)
+        return s_child_fail (c, "IPC namespace");
     int out = c->out_fd >= 0? c->out_fd: c->devnull;
     if (dup2 (c->devnull, 0) < 0 || dup2 (out, 1) < 0 || dup2 (out, 2) < 0)
         return s_child_fail (c, "stdio");
@@ -368,13 +375,11 @@ sandbox_spawn (sandbox_t *self, const sandbox_spawn_t *what, char *err, size_t e
     for (int i = 0; self->cgroup && sandbox_cgroup_dir (self->cgroup, i); i++)
         s_arg (&a, "--cgroup", sandbox_cgroup_dir (self->cgroup, i));
     //  As root, runners enter the empty namespaces the probe made.
+    c.netns = c.ipcns = -1;
     if (!self->userns && !self->probe) {
         pthread_once (&s_probe_once, s_probe);
-        for (int i = 0; i < 2; i++)
-            if (s_shared_ns [i] >= 0) {
-                s_arg_num (&a, i == 0? "--netns": "--ipcns", (unsigned) s_shared_ns [i]);
-                c.fds [c.nfds++] = s_shared_ns [i];
-            }
+        c.netns = s_shared_ns [0];
+        c.ipcns = s_shared_ns [1];
     }
     if (kind->root == SANDBOX_ROOT_EMPTY && what->object_fd >= 0) {
         s_arg_num (&a, "--object", (unsigned) what->object_fd);

@@ -9,10 +9,11 @@
         cgroup where the host has one (sandbox_cgroup; slots reuse theirs),
       - starts the program with clone (CLONE_VM|CLONE_VFORK, like
         posix_spawn: the worker is multi-threaded) as pid 1 of a new pid
-        namespace (and root of a new user namespace when not root), in a
-        process group of its own, default signal dispositions, an empty
-        signal mask, a fixed environment, and exactly the descriptors given
-        (at their own numbers; stdio on /dev/null or the output pipe),
+        namespace (and root of a new user namespace when not root), in
+        network and IPC namespaces that are not the worker's, a process
+        group of its own, default signal dispositions, an empty signal
+        mask, a fixed environment, and exactly the descriptors given (at
+        their own numbers; stdio on /dev/null or the output pipe),
       - tells it on the command line what to apply (sandbox_confine.h),
       - waits for it to say "confined", then checks from outside that it is
         (sandbox_caps: uid, seccomp, no_new_privs, capabilities, namespaces,

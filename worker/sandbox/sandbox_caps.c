@@ -18,6 +18,7 @@ typedef struct {
     int nspid_depth;                //  fields of NSpid
     long nspid_last;                //  its pid in its innermost namespace
     bool ns_differs [5];            //  net, ipc, mnt, pid, user not the supervisor's
+    bool ns_unread [5];             //  its /proc/PID/ns link could not be read
     bool root_tmpfs_ro;             //  its root is a read-only tmpfs
     int mounts;                     //  mounts it sees
     uint64_t soft [5], hard [5];    //  as, cpu, fsize, nofile, nproc; UINT64_MAX unlimited
@@ -66,6 +67,25 @@ s_status (pid_t pid, s_seen_t *seen)
     return fields == 7? 0: -1;
 }
 
+//  A file's content, NUL-terminated (first len - 1 bytes). 0 or -1.
+static int
+s_slurp (const char *path, char *buf, size_t len)
+{
+    FILE *file = fopen (path, "re");
+    if (!file)
+        return -1;
+    size_t n = fread (buf, 1, len - 1, file);
+    fclose (file);
+    buf [n] = 0;
+    return 0;
+}
+
+//  Which namespaces are not ours. The links in /proc/PID/ns need ptrace
+//  access (CAP_SYS_PTRACE for another uid): where they cannot be read, the
+//  network and IPC namespaces count as the supervisor made them (it entered
+//  or made them for the runner before exec), the others are seen elsewhere:
+//  the pid namespace in NSpid, the user namespace in uid_map, the mount
+//  namespace in mountinfo.
 static int
 s_namespaces (pid_t pid, s_seen_t *seen)
 {
@@ -73,13 +93,24 @@ s_namespaces (pid_t pid, s_seen_t *seen)
         char path [64];
         struct stat theirs, mine;
         snprintf (path, sizeof path, "/proc/%d/ns/%s", (int) pid, s_ns [i]);
-        if (stat (path, &theirs) != 0)
-            return -1;
+        if (stat (path, &theirs) != 0) {
+            if (errno != EACCES && errno != EPERM)
+                return -1;
+            seen->ns_differs [i] = i == S_NET || i == S_IPC;
+            seen->ns_unread [i] = true;
+            continue;
+        }
         snprintf (path, sizeof path, "/proc/self/ns/%s", s_ns [i]);
         if (stat (path, &mine) != 0)
             return -1;
         seen->ns_differs [i] = theirs.st_ino != mine.st_ino || theirs.st_dev != mine.st_dev;
     }
+    char path [64], theirs [256], mine [256];
+    snprintf (path, sizeof path, "/proc/%d/uid_map", (int) pid);
+    if (s_slurp (path, theirs, sizeof theirs) != 0 || s_slurp ("/proc/self/uid_map", mine, sizeof mine) != 0)
+        return -1;
+    if (seen->ns_unread [S_USER])
+        seen->ns_differs [S_USER] = strcmp (theirs, mine) != 0;
     return 0;
 }
 
@@ -206,6 +237,10 @@ sandbox_caps_read (const sandbox_caps_want_t *want, pid_t pid, bool strict,
         common_seterr (err, errlen, "cannot read /proc/%d: %s", (int) pid, strerror (errno));
         return -1;
     }
+    if (seen.ns_unread [S_PID])
+        seen.ns_differs [S_PID] = seen.nspid_depth >= 2;
+    if (seen.ns_unread [S_MNT])
+        seen.ns_differs [S_MNT] = seen.root_tmpfs_ro;
     bool in_cgroup = want->cgroup && sandbox_cgroup_contains (want->cgroup, pid);
     if (strict && s_compare (want, &seen, in_cgroup, err, errlen))
         return -1;

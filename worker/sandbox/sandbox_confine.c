@@ -58,7 +58,7 @@ sandbox_confine_parse (int argc, char **argv, sandbox_confine_args_t *args, char
 {
     memset (args, 0, sizeof *args);
     int kind = -1;
-    args->sync = args->netns = args->ipcns = args->object = -1;
+    args->sync = args->object = -1;
     args->rlimit_as = args->rlimit_cpu = args->rlimit_fsize = SANDBOX_RLIMIT_LEAVE;
     args->rlimit_nofile = args->rlimit_nproc = SANDBOX_RLIMIT_LEAVE;
     size_t ncgroups = 0;
@@ -90,12 +90,6 @@ sandbox_confine_parse (int argc, char **argv, sandbox_confine_args_t *args, char
         else
         if (strcmp (opt, "--cgroup") == 0)
             ok = val && *val == '/' && ncgroups < SANDBOX_CGROUP_DIRS && (args->cgroups [ncgroups++] = val);
-        else
-        if (strcmp (opt, "--netns") == 0)
-            ok = s_parse_fd (val, &args->netns) == 0;
-        else
-        if (strcmp (opt, "--ipcns") == 0)
-            ok = s_parse_fd (val, &args->ipcns) == 0;
         else
         if (strcmp (opt, "--object") == 0)
             ok = s_parse_fd (val, &args->object) == 0;
@@ -220,24 +214,6 @@ s_relay_signals (void)
     }
 }
 
-static int
-s_namespaces (const sandbox_confine_args_t *args, char *err, size_t errlen)
-{
-    const struct { int fd; int type; const char *name; } ns [] = {
-        { args->netns, CLONE_NEWNET, "network" }, { args->ipcns, CLONE_NEWIPC, "IPC" }
-    };
-    for (size_t i = 0; i < 2; i++) {
-        //  Entering an empty one costs microseconds, making one milliseconds.
-        if (ns [i].fd >= 0 && !args->userns && setns (ns [i].fd, ns [i].type) == 0)
-            continue;
-        if (unshare (ns [i].type) != 0) {
-            common_seterr (err, errlen, "new %s namespace: %s", ns [i].name, strerror (errno));
-            return -1;
-        }
-    }
-    return 0;
-}
-
 //  Root: become the runner's own uid, no way back.
 static int
 s_switch_uid (uid_t uid, char *err, size_t errlen)
@@ -345,8 +321,7 @@ s_steps (const sandbox_confine_args_t *args, char *err, size_t errlen)
         return -1;
     if (kind->in_process && getpid () == 1)
         s_relay_signals ();
-    if (s_namespaces (args, err, errlen)
-    ||  sandbox_root_enter (kind->root, args->ro, args->nro, args->rw, args->object, err, errlen))
+    if (sandbox_root_enter (kind->root, args->ro, args->nro, args->rw, args->object, err, errlen))
         return -1;
     if (root? s_switch_uid (args->uid, err, errlen): s_drop_capabilities (err, errlen))
         return -1;

@@ -3,34 +3,33 @@
     The runner's half of the sandbox, the same for every kind (kgym-runner
     for kernels, the compiler and interpreters; kgym-cuda-runner;
     kgym-nvrtc). The supervisor (sandbox.c) started it as pid 1 of a new pid
-    namespace (and, when not root, root of a new user namespace) and says
-    on the command line what to apply; sandbox_confine_parse takes those
-    options out of argv, sandbox_confine applies them in this order:
+    namespace, in network and IPC namespaces not the worker's (and, when
+    not root, as root of a new user namespace) and says on the command
+    line what to apply; sandbox_confine_parse takes those options out of
+    argv, sandbox_confine applies them in this order:
 
         1. join the cgroup directories (write 0 to cgroup.procs)
         2. parent death signal (kinds spawned by a long-lived thread)
         3. as pid 1: relay self-sent fatal signals as exit 128+N (the kernel
            ignores them for a namespace's init; in-process kinds only)
-        4. network and IPC namespaces: enter the empty ones the supervisor
-           passes (root), else make new ones
-        5. the kind's root: empty (the object only), a view, or the host's
-        6. identity: as root, groups dropped and uid/gid switched to the
+        4. the kind's root: empty (the object only), a view, or the host's
+        5. identity: as root, groups dropped and uid/gid switched to the
            runner's own (--uid); in a user namespace, every capability
            dropped for good (bounding set, securebits NOROOT, capset 0)
-        7. parent death signal again (a credential change clears it)
-        8. rlimits: CORE 0, MSGQUEUE 0, and AS, CPU (hard = soft + 1),
+        6. parent death signal again (a credential change clears it)
+        7. rlimits: CORE 0, MSGQUEUE 0, and AS, CPU (hard = soft + 1),
            FSIZE, NOFILE, NPROC as given
-        9. no_new_privs, not dumpable
-       10. close every descriptor but 0-2, --sync and --keep ones
-       11. seccomp: the kind's filter (sandbox_seccomp)
-       12. say "confined" on --sync and wait for the supervisor's go: it
+        8. no_new_privs, not dumpable
+        9. close every descriptor but 0-2, --sync and --keep ones
+       10. seccomp: the kind's filter (sandbox_seccomp)
+       11. say "confined" on --sync and wait for the supervisor's go: it
            checks from outside (/proc) that all of the above holds first.
 
     Every step is required: a failure is reported on --sync ("error: why")
     and the runner must exit. Nothing untrusted has been read until the go.
 
     Options: --kind NAME --sync FD [--uid N | --userns] [--cgroup DIR]...
-    [--netns FD] [--ipcns FD] [--object FD] [--ro PATH]... [--rw DIR]
+    [--object FD] [--ro PATH]... [--rw DIR]
     [--keep FD]... [--rlimit-as B] [--rlimit-cpu S] [--rlimit-fsize B]
     [--rlimit-nofile N] [--rlimit-nproc N] [--selftest]
 */
@@ -55,7 +54,6 @@ typedef struct {
     uid_t uid;                              //  --uid: the uid to become (root); 0 = none
     bool userns;                            //  --userns: root of a fresh user namespace
     const char *cgroups [SANDBOX_CGROUP_DIRS];  //  --cgroup, NULL-terminated
-    int netns, ipcns;                       //  --netns/--ipcns to enter, -1: make new
     int object;                             //  --object: the empty root's file, -1 none
     const char *ro [SANDBOX_CONFINE_PATHS]; //  --ro: the view's read-only paths
     size_t nro;                             //  entries in ro
