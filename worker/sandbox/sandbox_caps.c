@@ -3,6 +3,7 @@
 #include "sandbox_caps.h"
 #include "sandbox_confine.h"
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,6 @@ typedef struct {
     int nspid_depth;                //  fields of NSpid
     long nspid_last;                //  its pid in its innermost namespace
     bool ns_differs [5];            //  net, ipc, mnt, pid, user not the supervisor's
-    bool ns_unread [5];             //  its /proc/PID/ns link could not be read
     bool root_tmpfs_ro;             //  its root is a read-only tmpfs
     int mounts;                     //  mounts it sees
     uint64_t soft [5], hard [5];    //  as, cpu, fsize, nofile, nproc; UINT64_MAX unlimited
@@ -44,19 +44,34 @@ s_status (pid_t pid, s_seen_t *seen)
     seen->no_new_privs = seen->seccomp = -1;
     int fields = 0;
     while (fgets (line, sizeof line, file)) {
-        if (sscanf (line, "Uid: %lu %lu %lu %lu", &seen->uid [0], &seen->uid [1], &seen->uid [2],
-                    &seen->uid [3]) == 4
-        ||  sscanf (line, "Gid: %lu %lu %lu %lu", &seen->gid [0], &seen->gid [1], &seen->gid [2],
-                    &seen->gid [3]) == 4
-        ||  sscanf (line, "CapPrm: %llx", &seen->cap_prm) == 1
-        ||  sscanf (line, "CapEff: %llx", &seen->cap_eff) == 1
-        ||  sscanf (line, "NoNewPrivs: %d", &seen->no_new_privs) == 1
-        ||  sscanf (line, "Seccomp: %d", &seen->seccomp) == 1)
-            fields++;
+        //  Look at the lines we want only (sscanf on each of ~60 is slow).
+        const char *value = strchr (line, ':');
+        if (!value)
+            continue;
+        size_t key = (size_t) (value++ - line);
+        if (key == 3 && strncmp (line, "Uid", 3) == 0)
+            fields += sscanf (value, "%lu %lu %lu %lu", &seen->uid [0], &seen->uid [1], &seen->uid [2],
+                              &seen->uid [3]) == 4;
         else
-        if (strncmp (line, "NSpid:", 6) == 0) {
+        if (key == 3 && strncmp (line, "Gid", 3) == 0)
+            fields += sscanf (value, "%lu %lu %lu %lu", &seen->gid [0], &seen->gid [1], &seen->gid [2],
+                              &seen->gid [3]) == 4;
+        else
+        if (key == 6 && strncmp (line, "CapPrm", 6) == 0)
+            fields += sscanf (value, "%llx", &seen->cap_prm) == 1;
+        else
+        if (key == 6 && strncmp (line, "CapEff", 6) == 0)
+            fields += sscanf (value, "%llx", &seen->cap_eff) == 1;
+        else
+        if (key == 10 && strncmp (line, "NoNewPrivs", 10) == 0)
+            fields += sscanf (value, "%d", &seen->no_new_privs) == 1;
+        else
+        if (key == 7 && strncmp (line, "Seccomp", 7) == 0)
+            fields += sscanf (value, "%d", &seen->seccomp) == 1;
+        else
+        if (key == 5 && strncmp (line, "NSpid", 5) == 0) {
             fields++;
-            char *p = line + 6, *end;
+            char *p = (char *) value, *end;
             for (long v; (v = strtol (p, &end, 10)), end != p; p = end) {
                 seen->nspid_depth++;
                 seen->nspid_last = v;
@@ -80,37 +95,50 @@ s_slurp (const char *path, char *buf, size_t len)
     return 0;
 }
 
-//  Which namespaces are not ours. The links in /proc/PID/ns need ptrace
-//  access (CAP_SYS_PTRACE for another uid): where they cannot be read, the
-//  network and IPC namespaces count as the supervisor made them (it entered
-//  or made them for the runner before exec), the others are seen elsewhere:
-//  the pid namespace in NSpid, the user namespace in uid_map, the mount
-//  namespace in mountinfo.
+//  The supervisor's own network and IPC namespaces and uid map (they do
+//  not change).
+static struct stat s_mine [2];
+static char s_mine_map [256];
+static int s_mine_ok = -1;
+static pthread_once_t s_mine_once = PTHREAD_ONCE_INIT;
+
+static void
+s_mine_init (void)
+{
+    s_mine_ok = stat ("/proc/self/ns/net", &s_mine [0]) == 0 && stat ("/proc/self/ns/ipc", &s_mine [1]) == 0
+             && s_slurp ("/proc/self/uid_map", s_mine_map, sizeof s_mine_map) == 0? 0: -1;
+}
+
+//  Which namespaces are not ours. The pid namespace shows in NSpid, the
+//  user namespace in uid_map, the mount namespace in mountinfo (its root
+//  is its own tmpfs); the network and IPC ones only in /proc/PID/ns, which
+//  needs ptrace access (CAP_SYS_PTRACE for another uid): where that cannot
+//  be read they count as the supervisor made them (it entered or made them
+//  for the runner before exec).
 static int
 s_namespaces (pid_t pid, s_seen_t *seen)
 {
-    for (int i = 0; i < 5; i++) {
-        char path [64];
-        struct stat theirs, mine;
-        snprintf (path, sizeof path, "/proc/%d/ns/%s", (int) pid, s_ns [i]);
-        if (stat (path, &theirs) != 0) {
-            if (errno != EACCES && errno != EPERM)
-                return -1;
-            seen->ns_differs [i] = i == S_NET || i == S_IPC;
-            seen->ns_unread [i] = true;
-            continue;
-        }
-        snprintf (path, sizeof path, "/proc/self/ns/%s", s_ns [i]);
-        if (stat (path, &mine) != 0)
-            return -1;
-        seen->ns_differs [i] = theirs.st_ino != mine.st_ino || theirs.st_dev != mine.st_dev;
-    }
-    char path [64], theirs [256], mine [256];
-    snprintf (path, sizeof path, "/proc/%d/uid_map", (int) pid);
-    if (s_slurp (path, theirs, sizeof theirs) != 0 || s_slurp ("/proc/self/uid_map", mine, sizeof mine) != 0)
+    pthread_once (&s_mine_once, s_mine_init);
+    if (s_mine_ok != 0)
         return -1;
-    if (seen->ns_unread [S_USER])
-        seen->ns_differs [S_USER] = strcmp (theirs, mine) != 0;
+    const int which [2] = { S_NET, S_IPC };
+    for (int i = 0; i < 2; i++) {
+        char path [64];
+        struct stat theirs;
+        snprintf (path, sizeof path, "/proc/%d/ns/%s", (int) pid, s_ns [which [i]]);
+        if (stat (path, &theirs) == 0)
+            seen->ns_differs [which [i]] = theirs.st_ino != s_mine [i].st_ino || theirs.st_dev != s_mine [i].st_dev;
+        else
+        if (errno == EACCES || errno == EPERM)
+            seen->ns_differs [which [i]] = true;
+        else
+            return -1;
+    }
+    char path [64], theirs [256];
+    snprintf (path, sizeof path, "/proc/%d/uid_map", (int) pid);
+    if (s_slurp (path, theirs, sizeof theirs) != 0)
+        return -1;
+    seen->ns_differs [S_USER] = strcmp (theirs, s_mine_map) != 0;
     return 0;
 }
 
@@ -237,10 +265,8 @@ sandbox_caps_read (const sandbox_caps_want_t *want, pid_t pid, bool strict,
         common_seterr (err, errlen, "cannot read /proc/%d: %s", (int) pid, strerror (errno));
         return -1;
     }
-    if (seen.ns_unread [S_PID])
-        seen.ns_differs [S_PID] = seen.nspid_depth >= 2;
-    if (seen.ns_unread [S_MNT])
-        seen.ns_differs [S_MNT] = seen.root_tmpfs_ro;
+    seen.ns_differs [S_PID] = seen.nspid_depth >= 2;
+    seen.ns_differs [S_MNT] = seen.root_tmpfs_ro;
     bool in_cgroup = want->cgroup && sandbox_cgroup_contains (want->cgroup, pid);
     if (strict && s_compare (want, &seen, in_cgroup, err, errlen))
         return -1;

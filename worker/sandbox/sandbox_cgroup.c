@@ -30,6 +30,7 @@ struct sandbox_cgroup_t {
     bool slot;                              //  a slot's: kept on destroy
     uint64_t mem_asked;                     //  memory cap written, 0 = none
     uint64_t pids_asked;                    //  pids cap written, 0 = none
+    uint64_t mem_read, pids_read;           //  the caps read back once written (0 = none binds)
     uint64_t oom_base;                      //  OOM kills counted before we took it
     bool oom_seen;                          //  an OOM kill was seen (sticky)
 };
@@ -463,6 +464,14 @@ s_take (sandbox_cgroup_t *self, char dirs [SANDBOX_CGROUP_DIRS][PATH_MAX], bool 
     if (!fresh)
         s_empty_dirs (self->dir, self->version);
     s_set_limits (self);
+    //  Read back once: only we write them.
+    const char *pids_dir = self->version == S_V2? self->dir [0]: self->dir [1];
+    uint64_t mem = self->dir [0][0] && self->mem_asked
+                 ? s_read_u64 (self->dir [0], self->version == S_V2? "memory.max": "memory.limit_in_bytes"): 0;
+    uint64_t pids = pids_dir [0] && self->pids_asked? s_read_u64 (pids_dir, "pids.max"): 0;
+    //  v1 reads "unlimited" as a huge number rounded to pages: binds nothing.
+    self->mem_read = mem && mem <= self->mem_asked + (64ull << 20)? mem: 0;
+    self->pids_read = pids && pids <= self->pids_asked? pids: 0;
     self->oom_base = s_oom_count (self);
     return 0;
 }
@@ -577,21 +586,13 @@ sandbox_cgroup_dir (sandbox_cgroup_t *self, int i)
 uint64_t
 sandbox_cgroup_memory (sandbox_cgroup_t *self)
 {
-    if (!self->dir [0][0] || !self->mem_asked)
-        return 0;
-    uint64_t value = s_read_u64 (self->dir [0], self->version == S_V2? "memory.max": "memory.limit_in_bytes");
-    //  v1 reads "unlimited" as a huge number rounded to pages: binds nothing.
-    return value && value <= self->mem_asked + (64ull << 20)? value: 0;
+    return self->mem_read;
 }
 
 uint64_t
 sandbox_cgroup_pids (sandbox_cgroup_t *self)
 {
-    const char *dir = self->version == S_V2? self->dir [0]: self->dir [1];
-    if (!dir [0] || !self->pids_asked)
-        return 0;
-    uint64_t value = s_read_u64 (dir, "pids.max");
-    return value && value <= self->pids_asked? value: 0;
+    return self->pids_read;
 }
 
 bool

@@ -5,41 +5,32 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/random.h>
-#include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 struct sandbox_uid_t {
     uid_t uid;                      //  the uid held
-    int lock;                       //  its flocked file
+    int lock;                       //  the socket bound to its name
 };
-
-static const char *const s_dirs [] = { "/run/kgym/uids", "/tmp/kgym-uids" };
 
 static pthread_mutex_t s_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t s_next;             //  where this process looks first
 
-//  A directory only root can write, made if need be.
-static bool
-s_dir_ok (const char *dir)
+//  Bind fd to the abstract name of uid: 0 when we now hold it.
+static int
+s_hold (int fd, uid_t uid)
 {
-    char parent [64];
-    snprintf (parent, sizeof parent, "%s", dir);
-    char *slash = strrchr (parent, '/');
-    if (slash && slash != parent) {
-        *slash = 0;
-        if (mkdir (parent, 0755) != 0 && errno != EEXIST)
-            return false;
-    }
-    if (mkdir (dir, 0700) != 0 && errno != EEXIST)
-        return false;
-    struct stat st;
-    return lstat (dir, &st) == 0 && S_ISDIR (st.st_mode) && st.st_uid == geteuid ()
-        && !(st.st_mode & 0022);
+    struct sockaddr_un addr;
+    memset (&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    int len = snprintf (addr.sun_path + 1, sizeof addr.sun_path - 1, "kgym-sandbox-uid-%u", (unsigned) uid);
+    return bind (fd, (struct sockaddr *) &addr, (socklen_t) (offsetof (struct sockaddr_un, sun_path) + 1 + len));
 }
 
 int
@@ -71,29 +62,24 @@ sandbox_uid_new (char *err, size_t errlen)
     uid_t first, count;
     if (sandbox_uid_range (&first, &count, err, errlen))
         return NULL;
-    const char *dir = NULL;
-    for (size_t i = 0; i < sizeof s_dirs / sizeof s_dirs [0] && !dir; i++)
-        if (s_dir_ok (s_dirs [i]))
-            dir = s_dirs [i];
-    if (!dir) {
-        common_seterr (err, errlen, "no directory for uid locks (%s, %s)", s_dirs [0], s_dirs [1]);
-        return NULL;
-    }
     pthread_mutex_lock (&s_lock);
     if (s_next == 0 && getrandom (&s_next, sizeof s_next, GRND_NONBLOCK) != sizeof s_next)
         s_next = (uint32_t) getpid ();
     uint32_t start = s_next;
     pthread_mutex_unlock (&s_lock);
+    int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        common_seterr (err, errlen, "uid lock: socket: %s", strerror (errno));
+        return NULL;
+    }
     for (uid_t i = 0; i < count; i++) {
         uid_t uid = first + (uid_t) ((start + i) % count);
-        char path [96];
-        snprintf (path, sizeof path, "%s/%u", dir, (unsigned) uid);
-        int fd = open (path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0)
-            continue;
-        if (flock (fd, LOCK_EX | LOCK_NB) != 0) {
+        if (s_hold (fd, uid) != 0) {
+            if (errno == EADDRINUSE)
+                continue;
+            common_seterr (err, errlen, "uid lock: bind: %s", strerror (errno));
             close (fd);
-            continue;
+            return NULL;
         }
         sandbox_uid_t *self = malloc (sizeof *self);
         if (!self) {
@@ -108,6 +94,7 @@ sandbox_uid_new (char *err, size_t errlen)
         pthread_mutex_unlock (&s_lock);
         return self;
     }
+    close (fd);
     common_seterr (err, errlen, "every uid of %u-%u is in use", (unsigned) first,
                    (unsigned) (first + count - 1));
     return NULL;

@@ -6,9 +6,12 @@
     and RLIMIT_NPROC counts one runner's processes exactly. The uids come
     from a range, KGYM_SANDBOX_UIDS="FIRST-LAST", default 1879048192-
     1879113727 (0x70000000 + 64 Ki: systemd leaves 0x70000000-0x7FFDFFFF
-    unused). A uid is held with flock on a file named after it in
-    /run/kgym/uids (else /tmp/kgym-uids, when root owns it), so the workers
-    of one host share the range and a dead worker's uids come free.
+    unused). A uid is held by binding the abstract unix socket name
+    "kgym-sandbox-uid-<uid>": the workers that share a network namespace
+    (those of one host, as a rule) share the range, a dead worker's uids
+    come free with its sockets, and no file system is needed (the worker
+    unit's /run and /tmp are its own). Workers in separate network
+    namespaces (containers) need ranges of their own.
 */
 #ifndef SANDBOX_UID_H
 #define SANDBOX_UID_H
