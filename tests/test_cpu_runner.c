@@ -112,13 +112,17 @@ s_runner (const sandbox_config_t *cfg)
     return runner;
 }
 
-//  Call kernel(int *out) with out at the start of a page of shared memory.
+//  Call kernel(int *out) with out at the start of a page of shared memory,
+//  its first nin ints set from in, the rest zero.
 static cpu_run_outcome_t
-s_call (cpu_runner_t *runner, const char *kernel, double timeout_s, int **out_p)
+s_call_with (cpu_runner_t *runner, const char *kernel, double timeout_s, const int *in, size_t nin,
+             int **out_p)
 {
     int *out = cpu_runner_shm (runner, 4096);
     ck_assert_ptr_nonnull (out);
     memset (out, 0, 4096);
+    for (size_t i = 0; i < nin; i++)
+        out [i] = in [i];
     runner_request_t *req = calloc (1, sizeof *req);
     ck_assert_ptr_nonnull (req);
     req->nargs = 1;
@@ -134,6 +138,12 @@ s_call (cpu_runner_t *runner, const char *kernel, double timeout_s, int **out_p)
     if (out_p)
         *out_p = out;
     return run;
+}
+
+static cpu_run_outcome_t
+s_call (cpu_runner_t *runner, const char *kernel, double timeout_s, int **out_p)
+{
+    return s_call_with (runner, kernel, timeout_s, NULL, 0, out_p);
 }
 
 //  Destroy and prove nothing of the runner is left: no process in its
@@ -284,20 +294,9 @@ START_TEST (test_runner_cannot_reach_another)
     fclose (file);
     //  The victim must not be stopped (a stopped process still counts).
     sandbox_signal (vs, SIGCONT);
-    int *io = cpu_runner_shm (attacker, 4096);
-    ck_assert_ptr_nonnull (io);
-    memset (io, 0, 4096);
-    io [0] = vpid;
-    io [1] = (int) sandbox_uid (vs);
-    runner_request_t *req = calloc (1, sizeof *req);
-    req->nargs = 1;
-    req->args [0].kind = RUNNER_ARG_PTR;
-    req->nlaunches = 1;
-    snprintf (req->launches [0].kernel, RUNNER_MAX_SYMBOL, "attack");
-    req->launches [0].nargs = 1;
-    cpu_run_outcome_t run;
-    ck_assert_int_eq (cpu_runner_run (attacker, req, 10.0, 0, &run), 0);
-    free (req);
+    int *io;
+    const int target [2] = { vpid, (int) sandbox_uid (vs) };
+    cpu_run_outcome_t run = s_call_with (attacker, "attack", 10.0, target, 2, &io);
     ck_assert_msg (run.status == RUN_OK, "attacker: %d %s", run.status, run.message);
     static const char *what [] = { "", "", "kill 0", "kill", "kill -1", "prlimit", "setpriority",
                                    "setpriority user", "sched_setaffinity", "ioprio_set", "tgkill",

@@ -11,6 +11,7 @@
 #include "sandbox_caps.h"
 #include "sandbox_cgroup.h"
 #include "sandbox_confine.h"
+#include "sandbox_file.h"
 #include "sandbox_find.h"
 #include "sandbox_uid.h"
 #include "common_log.h"
@@ -180,17 +181,6 @@ s_child_fail (s_child_t *c, const char *step)
 }
 
 static int
-s_child_write (const char *path, const char *text)
-{
-    int fd = open (path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = write (fd, text, strlen (text));
-    close (fd);
-    return n == (ssize_t) strlen (text)? 0: -1;
-}
-
-static int
 s_child (void *arg)
 {
     s_child_t *c = arg;
@@ -205,9 +195,9 @@ s_child (void *arg)
     //  Root of its user namespace, mapped to us: it keeps its capabilities
     //  there across exec, to make its namespaces and root, then drops them.
     if (c->userns
-    && (s_child_write ("/proc/self/setgroups", "deny") != 0
-    ||  s_child_write ("/proc/self/uid_map", c->uid_map) != 0
-    ||  s_child_write ("/proc/self/gid_map", c->gid_map) != 0))
+    && (sandbox_file_write ("/proc/self/setgroups", "deny") != 0
+    ||  sandbox_file_write ("/proc/self/uid_map", c->uid_map) != 0
+    ||  sandbox_file_write ("/proc/self/gid_map", c->gid_map) != 0))
         return s_child_fail (c, "user namespace maps");
     //  Network and IPC namespaces: the shared empty ones (entering costs
     //  microseconds), else new ones (milliseconds).

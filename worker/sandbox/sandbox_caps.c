@@ -2,6 +2,7 @@
 #include "common_util.h"
 #include "sandbox_caps.h"
 #include "sandbox_confine.h"
+#include "sandbox_file.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -33,12 +34,20 @@ static const char *const s_limit_keys [5] = {
     "rlimit_as", "rlimit_cpu", "rlimit_fsize", "rlimit_nofile", "rlimit_nproc"
 };
 
+//  /proc/PID/name, open for reading lines.
+static FILE *
+s_proc (pid_t pid, const char *name)
+{
+    char path [64];
+    snprintf (path, sizeof path, "/proc/%d/%s", (int) pid, name);
+    return fopen (path, "re");
+}
+
 static int
 s_status (pid_t pid, s_seen_t *seen)
 {
-    char path [64], line [512];
-    snprintf (path, sizeof path, "/proc/%d/status", (int) pid);
-    FILE *file = fopen (path, "re");
+    char line [512];
+    FILE *file = s_proc (pid, "status");
     if (!file)
         return -1;
     seen->no_new_privs = seen->seccomp = -1;
@@ -82,19 +91,6 @@ s_status (pid_t pid, s_seen_t *seen)
     return fields == 7? 0: -1;
 }
 
-//  A file's content, NUL-terminated (first len - 1 bytes). 0 or -1.
-static int
-s_slurp (const char *path, char *buf, size_t len)
-{
-    FILE *file = fopen (path, "re");
-    if (!file)
-        return -1;
-    size_t n = fread (buf, 1, len - 1, file);
-    fclose (file);
-    buf [n] = 0;
-    return 0;
-}
-
 //  The supervisor's own network and IPC namespaces and uid map (they do
 //  not change).
 static struct stat s_mine [2];
@@ -106,7 +102,7 @@ static void
 s_mine_init (void)
 {
     s_mine_ok = stat ("/proc/self/ns/net", &s_mine [0]) == 0 && stat ("/proc/self/ns/ipc", &s_mine [1]) == 0
-             && s_slurp ("/proc/self/uid_map", s_mine_map, sizeof s_mine_map) == 0? 0: -1;
+             && sandbox_file_read ("/proc/self/uid_map", s_mine_map, sizeof s_mine_map) >= 0? 0: -1;
 }
 
 //  Which namespaces are not ours. The pid namespace shows in NSpid, the
@@ -136,7 +132,7 @@ s_namespaces (pid_t pid, s_seen_t *seen)
     }
     char path [64], theirs [256];
     snprintf (path, sizeof path, "/proc/%d/uid_map", (int) pid);
-    if (s_slurp (path, theirs, sizeof theirs) != 0)
+    if (sandbox_file_read (path, theirs, sizeof theirs) < 0)
         return -1;
     seen->ns_differs [S_USER] = strcmp (theirs, s_mine_map) != 0;
     return 0;
@@ -145,9 +141,8 @@ s_namespaces (pid_t pid, s_seen_t *seen)
 static int
 s_mounts (pid_t pid, s_seen_t *seen)
 {
-    char path [64], line [4096];
-    snprintf (path, sizeof path, "/proc/%d/mountinfo", (int) pid);
-    FILE *file = fopen (path, "re");
+    char line [4096];
+    FILE *file = s_proc (pid, "mountinfo");
     if (!file)
         return -1;
     while (fgets (line, sizeof line, file)) {
@@ -175,9 +170,8 @@ s_limit_value (const char *text)
 static int
 s_rlimits (pid_t pid, s_seen_t *seen)
 {
-    char path [64], line [256];
-    snprintf (path, sizeof path, "/proc/%d/limits", (int) pid);
-    FILE *file = fopen (path, "re");
+    char line [256];
+    FILE *file = s_proc (pid, "limits");
     if (!file)
         return -1;
     int found = 0;

@@ -1,6 +1,7 @@
 /*  sandbox_cgroup - the memory and pids cgroup of one runner.  */
 #include "common_util.h"
 #include "sandbox_cgroup.h"
+#include "sandbox_file.h"
 #include "common_log.h"
 #include <dirent.h>
 #include <errno.h>
@@ -38,47 +39,12 @@ struct sandbox_cgroup_t {
 //  ---------------------------------------------------------------------
 //  Small helpers
 
-static int
-s_write_file (const char *path, const char *text)
-{
-    int fd = open (path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t len = strlen (text);
-    ssize_t n = write (fd, text, len);
-    int saved = errno;
-    close (fd);
-    errno = saved;
-    return n == (ssize_t) len? 0: -1;
-}
-
-//  Read a small file into buf (NUL-terminated). Bytes read or -1.
-static ssize_t
-s_read_file (const char *path, char *buf, size_t len)
-{
-    int fd = open (path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t got = 0;
-    while (got + 1 < len) {
-        ssize_t n = read (fd, buf + got, len - 1 - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t) n;
-    }
-    close (fd);
-    buf [got] = 0;
-    return (ssize_t) got;
-}
-
 //  Value of "key N" in a flat keyed file (memory.events, memory.oom_control).
 static uint64_t
 s_read_key (const char *path, const char *key)
 {
     char buf [2048];
-    if (s_read_file (path, buf, sizeof buf) < 0)
+    if (sandbox_file_read (path, buf, sizeof buf) < 0)
         return 0;
     size_t klen = strlen (key);
     for (char *line = buf; line && *line; ) {
@@ -97,7 +63,7 @@ s_read_u64 (const char *dir, const char *file)
 {
     char path [PATH_MAX + 64], buf [64];
     snprintf (path, sizeof path, "%s/%s", dir, file);
-    if (s_read_file (path, buf, sizeof buf) <= 0)
+    if (sandbox_file_read (path, buf, sizeof buf) <= 0)
         return 0;
     return strtoull (buf, NULL, 10);
 }
@@ -122,7 +88,7 @@ s_empty_dirs (char dirs [SANDBOX_CGROUP_DIRS][PATH_MAX], int version)
     if (version == S_V2 && dirs [0][0]) {
         char path [PATH_MAX + 16];
         snprintf (path, sizeof path, "%s/cgroup.kill", dirs [0]);
-        s_write_file (path, "1");
+        sandbox_file_write (path, "1");
     }
     uint64_t deadline = common_now_ns () + S_EMPTY_WAIT_NS;
     for (int round = 0; ; round++) {
@@ -132,7 +98,7 @@ s_empty_dirs (char dirs [SANDBOX_CGROUP_DIRS][PATH_MAX], int version)
                 continue;
             char path [PATH_MAX + 16], buf [8192];
             snprintf (path, sizeof path, "%s/cgroup.procs", dirs [h]);
-            if (s_read_file (path, buf, sizeof buf) <= 0)
+            if (sandbox_file_read (path, buf, sizeof buf) <= 0)
                 continue;
             for (char *p = buf; *p; ) {
                 char *end;
@@ -189,7 +155,7 @@ s_try_v2 (const char *mnt)
 {
     char path [PATH_MAX], buf [512], base [PATH_MAX];
     snprintf (path, sizeof path, "%s/cgroup.controllers", mnt);
-    if (s_read_file (path, buf, sizeof buf) < 0
+    if (sandbox_file_read (path, buf, sizeof buf) < 0
     ||  !s_contains_word (buf, "memory") || !s_contains_word (buf, "pids"))
         return false;
     snprintf (base, sizeof base, "%s/kgym", mnt);
@@ -197,15 +163,15 @@ s_try_v2 (const char *mnt)
     if (!made && errno != EEXIST)
         return false;
     snprintf (path, sizeof path, "%s/cgroup.controllers", base);
-    if (s_read_file (path, buf, sizeof buf) < 0
+    if (sandbox_file_read (path, buf, sizeof buf) < 0
     ||  !s_contains_word (buf, "memory") || !s_contains_word (buf, "pids")) {
         //  The root may not delegate them yet; it may refuse (processes in it).
         snprintf (path, sizeof path, "%s/cgroup.subtree_control", mnt);
-        s_write_file (path, "+memory +pids");
+        sandbox_file_write (path, "+memory +pids");
     }
     snprintf (path, sizeof path, "%s/cgroup.subtree_control", base);
-    s_write_file (path, "+memory +pids");
-    if (s_read_file (path, buf, sizeof buf) >= 0
+    sandbox_file_write (path, "+memory +pids");
+    if (sandbox_file_read (path, buf, sizeof buf) >= 0
     &&  s_contains_word (buf, "memory") && s_contains_word (buf, "pids")) {
         s_host.version = S_V2;
         snprintf (s_host.base [0], PATH_MAX, "%s", base);
@@ -404,30 +370,30 @@ s_set_limits (sandbox_cgroup_t *self)
                   self->version == S_V2? "memory.max": "memory.limit_in_bytes");
         if (access (path, F_OK) == 0) {
             if (self->version == S_V2) {
-                if (s_write_file (path, value))
+                if (sandbox_file_write (path, value))
                     log_warn ("sandbox", "cannot set %s: %s", path, strerror (errno));
                 snprintf (path, sizeof path, "%s/memory.swap.max", mem_dir);
-                s_write_file (path, "0");
+                sandbox_file_write (path, "0");
                 //  An OOM kill takes the whole cgroup, not one thread's process.
                 snprintf (path, sizeof path, "%s/memory.oom.group", mem_dir);
-                s_write_file (path, "1");
+                sandbox_file_write (path, "1");
             }
             else {
                 //  memsw must stay >= limit: set it around the limit, in either order.
                 char memsw [PATH_MAX + 48];
                 snprintf (memsw, sizeof memsw, "%s/memory.memsw.limit_in_bytes", mem_dir);
-                s_write_file (memsw, value);
-                if (s_write_file (path, value))
+                sandbox_file_write (memsw, value);
+                if (sandbox_file_write (path, value))
                     log_warn ("sandbox", "cannot set %s: %s", path, strerror (errno));
-                s_write_file (memsw, value);
+                sandbox_file_write (memsw, value);
                 snprintf (path, sizeof path, "%s/memory.failcnt", mem_dir);
-                s_write_file (path, "0");
+                sandbox_file_write (path, "0");
             }
         }
     }
     if (self->pids_asked && pids_dir [0]) {
         snprintf (path, sizeof path, "%s/pids.max", pids_dir);
-        if (access (path, F_OK) == 0 && s_write_file (path, pids))
+        if (access (path, F_OK) == 0 && sandbox_file_write (path, pids))
             log_warn ("sandbox", "cannot set %s: %s", path, strerror (errno));
     }
 }
@@ -605,7 +571,7 @@ sandbox_cgroup_contains (sandbox_cgroup_t *self, pid_t pid)
         char path [PATH_MAX + 16], buf [8192];
         snprintf (path, sizeof path, "%s/cgroup.procs", self->dir [h]);
         bool found = false;
-        if (s_read_file (path, buf, sizeof buf) > 0)
+        if (sandbox_file_read (path, buf, sizeof buf) > 0)
             for (char *p = buf, *end; *p && !found; p = end + (*end != 0)) {
                 long value = strtol (p, &end, 10);
                 if (end == p)
@@ -623,7 +589,7 @@ sandbox_cgroup_procs (sandbox_cgroup_t *self)
     const char *dir = sandbox_cgroup_dir (self, 0);
     char path [PATH_MAX + 16], buf [8192];
     snprintf (path, sizeof path, "%s/cgroup.procs", dir? dir: "");
-    if (!dir || s_read_file (path, buf, sizeof buf) < 0)
+    if (!dir || sandbox_file_read (path, buf, sizeof buf) < 0)
         return -1;
     int count = 0;
     for (char *p = buf; *p; p++)

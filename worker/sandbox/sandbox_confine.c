@@ -6,6 +6,7 @@
 */
 #include "common_util.h"
 #include "sandbox_confine.h"
+#include "sandbox_file.h"
 #include "sandbox_root.h"
 #include "sandbox_seccomp.h"
 #include <errno.h>
@@ -144,27 +145,13 @@ sandbox_confine_parse (int argc, char **argv, sandbox_confine_args_t *args, char
 //  Steps
 
 static int
-s_write_file (const char *path, const char *text)
-{
-    int fd = open (path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t len = strlen (text);
-    ssize_t n = write (fd, text, len);
-    int saved = errno;
-    close (fd);
-    errno = saved;
-    return n == (ssize_t) len? 0: -1;
-}
-
-static int
 s_join_cgroups (const sandbox_confine_args_t *args, char *err, size_t errlen)
 {
     for (int i = 0; i < SANDBOX_CGROUP_DIRS && args->cgroups [i]; i++) {
         char path [4200];
         snprintf (path, sizeof path, "%s/cgroup.procs", args->cgroups [i]);
         //  0 is "the writer": in its pid namespace the runner is pid 1.
-        if (s_write_file (path, "0") != 0) {
+        if (sandbox_file_write (path, "0") != 0) {
             common_seterr (err, errlen, "cannot join cgroup %s: %s", args->cgroups [i], strerror (errno));
             return -1;
         }

@@ -39,26 +39,22 @@ s_search (const char *program, const char *env, const char *backend, char *out)
     const char *value = env? getenv (env): NULL;
     if (value && *value && s_try (out, value))
         return;
-    char self [PATH_MAX], cand [PATH_MAX * 2];
-    ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
-    char *slash = n > 0? (self [n] = 0, strrchr (self, '/')): NULL;
+    //  Beside us, in the build tree relative to us (tests), in our libexec,
+    //  in the configured build tree and libexec.
+    char self [PATH_MAX], cand [5][PATH_MAX * 2];
+    int n = 0;
+    ssize_t len = readlink ("/proc/self/exe", self, sizeof self - 1);
+    char *slash = len > 0? (self [len] = 0, strrchr (self, '/')): NULL;
     if (slash) {
         *slash = 0;
-        snprintf (cand, sizeof cand, "%s/%s", self, program);
-        if (s_try (out, cand))
-            return;
-        snprintf (cand, sizeof cand, "%s/../worker/%s/%s", self, backend, program);
-        if (s_try (out, cand))
-            return;
-        snprintf (cand, sizeof cand, "%s/../libexec/%s", self, program);
-        if (s_try (out, cand))
-            return;
+        snprintf (cand [n++], sizeof cand [0], "%s/%s", self, program);
+        snprintf (cand [n++], sizeof cand [0], "%s/../worker/%s/%s", self, backend, program);
+        snprintf (cand [n++], sizeof cand [0], "%s/../libexec/%s", self, program);
     }
-    snprintf (cand, sizeof cand, "%s/worker/%s/%s", KGYM_BUILD_DIR, backend, program);
-    if (s_try (out, cand))
-        return;
-    snprintf (cand, sizeof cand, "%s/%s", KGYM_LIBEXECDIR, program);
-    s_try (out, cand);
+    snprintf (cand [n++], sizeof cand [0], "%s/worker/%s/%s", KGYM_BUILD_DIR, backend, program);
+    snprintf (cand [n++], sizeof cand [0], "%s/%s", KGYM_LIBEXECDIR, program);
+    for (int i = 0; i < n && !s_try (out, cand [i]); i++)
+        ;
 }
 
 const char *

@@ -143,10 +143,13 @@ sandbox_seccomp_load (unsigned relax, int deny_errno, char *err, size_t errlen)
         S_DENY (&f, s_always [i]);
     uint32_t self = (uint32_t) getpid ();
 
-    //  Sockets: none, or local ones only.
+    //  Sockets: none, or local ones only. Other families answer "not
+    //  supported", as the CUDA runner's filter always did: a library that
+    //  probes for them (the driver) takes that in its stride.
     if (relax & SANDBOX_RELAX_UNIX_SOCKETS) {
-        S_DENY_IF (&f, "socket", SCMP_A0_32 (SCMP_CMP_NE, AF_UNIX));
-        S_DENY_IF (&f, "socketpair", SCMP_A0_32 (SCMP_CMP_NE, AF_UNIX));
+        struct scmp_arg_cmp cmp = SCMP_A0_32 (SCMP_CMP_NE, AF_UNIX);
+        s_rule (&f, EAFNOSUPPORT, "socket", 1, &cmp);
+        s_rule (&f, EAFNOSUPPORT, "socketpair", 1, &cmp);
     }
     else {
         S_DENY (&f, "socket");

@@ -6,7 +6,8 @@
     row in sandbox_kind.c, where each relaxation gives its reason.
 
     Denied for every kind:
-      - sockets (AF_UNIX too unless relaxed), System V and POSIX IPC objects
+      - sockets (AF_UNIX too unless relaxed; other families then answer
+        EAFNOSUPPORT), System V and POSIX IPC objects
       - reaching into other processes: ptrace, process_vm_*, kcmp, pidfd_*,
         process_madvise, process_mrelease; signals to any process but
         itself; another process's limits, priority, scheduling, I/O priority,
