@@ -322,6 +322,30 @@ START_TEST (test_runner_cannot_reach_another)
 }
 END_TEST
 
+//  A runner program that says it is confined and is not: refused by the
+//  sandbox before the module loads, and said to be the sandbox's failure
+//  ("sandbox: ..."), which the backend reports as internal_error.
+START_TEST (test_unconfined_runner_refused)
+{
+    char liar [] = "/tmp/kgym-liar-XXXXXX";
+    int fd = mkstemp (liar);
+    ck_assert_int_ge (fd, 0);
+    const char *text = "#!/bin/bash\nfor a; do [ \"$prev\" = --sync ] && s=$a; prev=$a; done\n"
+                       "eval \"echo confined >&$s\"; exec sleep 30\n";
+    ck_assert_int_eq (write (fd, text, strlen (text)), (ssize_t) strlen (text));
+    close (fd);
+    ck_assert_int_eq (chmod (liar, 0755), 0);
+    sandbox_config_t cfg;
+    sandbox_config_default (&cfg);
+    cfg.runner_path = liar;
+    char err [512] = "";
+    cpu_runner_t *runner = s_runner_from (s_so, s_so_size, &cfg, err, sizeof err);
+    unlink (liar);
+    ck_assert_ptr_null (runner);
+    ck_assert_msg (strncmp (err, "sandbox: ", 9) == 0 && strstr (err, "not confined as asked"), "err: %s", err);
+}
+END_TEST
+
 //  A candidate's constructor answers READY itself, with caps of its own
 //  making: what the supervisor reports is its own look at the runner.
 START_TEST (test_forged_ready_ignored)
@@ -727,6 +751,7 @@ s_suite (void)
     tcase_add_test (tc, test_caps_reported);
     tcase_add_test (tc, test_runner_cannot_reach_another);
     tcase_add_test (tc, test_forged_ready_ignored);
+    tcase_add_test (tc, test_unconfined_runner_refused);
     tcase_add_test (tc, test_infinite_loop_times_out);
     tcase_add_test (tc, test_null_deref_crashes);
     tcase_add_test (tc, test_abort_crashes);

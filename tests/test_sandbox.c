@@ -263,7 +263,7 @@ START_TEST (test_lying_runner_refused)
     char script [] = "/tmp/kgym-liar-XXXXXX";
     int fd = mkstemp (script);
     ck_assert_int_ge (fd, 0);
-    const char *text = "#!/bin/sh\n"
+    const char *text = "#!/bin/bash\n"
                        "while [ $# -gt 0 ]; do [ \"$1\" = --sync ] && fd=$2; shift; done\n"
                        "eval \"echo confined >&$fd\"\n"
                        "exec sleep 30\n";

@@ -41,6 +41,7 @@ struct cpu_runner_t {
     size_t shm_size;                //  bytes mapped (= the memfd's size)
     bool alive;                     //  not known to be dead
     bool stopped;                   //  SIGSTOPped since the last reply
+    bool confirmed;                 //  the sandbox checked its confinement
 };
 
 
@@ -319,10 +320,8 @@ cpu_runner_ready (cpu_runner_t *self, char *err, size_t errlen)
 {
     char why [512] = "";
     //  Nothing of the candidate's runs before the sandbox has checked the runner.
-    if (sandbox_confirm (self->sandbox, S_CONFIRM_TIMEOUT_S, why, sizeof why) != 0) {
-        self->alive = false;
+    if (cpu_runner_confirm (self, why, sizeof why) != 0)
         goto fail;
-    }
     runner_reply_t reply;
     int rc = s_wait_reply (self, common_now_ns () + (uint64_t) (S_READY_TIMEOUT_S * 1e9), &reply);
     if (rc == 1) {
@@ -354,6 +353,19 @@ cpu_runner_ready (cpu_runner_t *self, char *err, size_t errlen)
 fail:
     snprintf (err, errlen, "%s", why [0]? why: "cannot start the runner");
     return -1;
+}
+
+int
+cpu_runner_confirm (cpu_runner_t *self, char *err, size_t errlen)
+{
+    if (self->confirmed)
+        return 0;
+    if (sandbox_confirm (self->sandbox, S_CONFIRM_TIMEOUT_S, err, errlen) != 0) {
+        self->alive = false;
+        return -1;
+    }
+    self->confirmed = true;
+    return 0;
 }
 
 cpu_runner_t *
