@@ -290,18 +290,29 @@ END_TEST
 
 START_TEST (test_exec_bad_program)
 {
+    char dir [64];
+    s_make_dir (dir, sizeof dir);
     char *output = NULL, err [256] = "";
     int status = -1;
     bool timed_out = true;
     char *relative [] = { "cc", NULL };
-    ck_assert_int_eq (sandbox_exec (NULL, relative, "/tmp", 5.0, &output, &status,
-                                           &timed_out, err, sizeof err), -1);
+    ck_assert_int_eq (sandbox_exec (NULL, relative, dir, 5.0, &output, &status,
+                                    &timed_out, err, sizeof err), -1);
     char *missing [] = { "/nonexistent/program", NULL };
-    ck_assert_int_eq (sandbox_exec (NULL, missing, "/tmp", 5.0, &output, &status,
-                                           &timed_out, err, sizeof err), 0);
+    ck_assert_int_eq (sandbox_exec (NULL, missing, dir, 5.0, &output, &status,
+                                    &timed_out, err, sizeof err), 0);
     ck_assert_int_eq (status, 127);
     ck_assert_msg (strstr (output, "cannot run"), "output: %s", output);
     free (output);
+    //  A tree others use is no runner's writable directory.
+    char *sh [] = { "/bin/true", NULL };
+    ck_assert_int_eq (sandbox_exec (NULL, sh, "/tmp", 5.0, &output, &status, &timed_out,
+                                    err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "not a private directory"), "err: %s", err);
+    struct stat st;
+    ck_assert_int_eq (stat ("/tmp", &st), 0);
+    ck_assert_uint_eq (st.st_uid, 0);
+    s_remove_dir (dir);
 }
 END_TEST
 

@@ -308,16 +308,28 @@ static void s_probe (void);
 
 //  Hand the writable directory to the runner's uid (its contents stay ours
 //  to read: the runner only needs to read what is there and add to it).
+//  Only a private directory of ours: never a tree others use (/tmp).
 static int
 s_hand_over (sandbox_t *self, const char *cwd, char *err, size_t errlen)
 {
-    if (self->userns)
-        return 0;
     int fd = open (cwd, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 || fchown (fd, self->want.uid, self->want.gid) != 0) {
-        common_seterr (err, errlen, "cannot hand %s to the runner: %s", cwd, strerror (errno));
+    struct stat st;
+    if (fd < 0 || fstat (fd, &st) != 0) {
+        common_seterr (err, errlen, "the runner's directory %s: %s", cwd, strerror (errno));
         if (fd >= 0)
             close (fd);
+        return -1;
+    }
+    if (st.st_uid != geteuid () || (st.st_mode & 022)) {
+        common_seterr (err, errlen, "the runner's directory %s is not a private directory of the "
+                       "worker's (owner %u, mode %o)", cwd, (unsigned) st.st_uid,
+                       (unsigned) (st.st_mode & 07777));
+        close (fd);
+        return -1;
+    }
+    if (!self->userns && fchown (fd, self->want.uid, self->want.gid) != 0) {
+        common_seterr (err, errlen, "cannot hand %s to the runner: %s", cwd, strerror (errno));
+        close (fd);
         return -1;
     }
     close (fd);

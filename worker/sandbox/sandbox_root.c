@@ -184,6 +184,12 @@ s_open_entries (const char *const *ro, size_t nro, const char *rw, s_entry_t *en
             common_seterr (err, errlen, "view: more than %d paths", S_ENTRIES);
             return -1;
         }
+        //  Its own directory, not a tree others use (and not what the new
+        //  root is built on).
+        if (writable && (s_below (S_STAGE, path) || strcmp (path, "/") == 0)) {
+            common_seterr (err, errlen, "view: %s may not be the writable directory", path);
+            return -1;
+        }
         s_entry_t *entry = &entries [(*count)++];
         memset (entry, 0, sizeof *entry);
         entry->path = path;
