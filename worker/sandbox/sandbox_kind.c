@@ -34,10 +34,17 @@ static const char *const s_cc_view [] = {
     "/bin", "/lib", "/lib64", "/dev/null", NULL
 };
 
-//  An interpreter and its standard library; the caller adds its packages
-//  and the CUDA toolkit.
+//  An interpreter, its standard library and the system's packages and
+//  libraries (Debian picks BLAS and friends through /etc/alternatives, the
+//  loader finds the rest through its cache; pip's packages and the CUDA
+//  toolkit live in /usr/local), the compiler and headers an extension build
+//  (load_inline) needs, and a /proc of its own pid namespace (PyTorch reads
+//  /proc/cpuinfo); the caller adds its own packages and, for a GPU, the
+//  devices and /sys.
 static const char *const s_python_view [] = {
-    "/usr/bin", "/usr/lib", "/usr/lib64", "/bin", "/lib", "/lib64", "/dev/null", NULL
+    "/usr/bin", "/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/include", "/usr/local",
+    "/bin", "/lib", "/lib64", "/etc/alternatives", "/etc/ld.so.cache", "/dev/null",
+    "/dev/urandom", "/proc", NULL
 };
 
 //  NVRTC's headers come from the caller (the toolkit's include dir); the

@@ -25,6 +25,7 @@ typedef struct {
     int fd;                         //  O_PATH of the source, -1 for a symlink
     char link [PATH_MAX];           //  the symlink's text
     bool is_dir;                    //  directory (else a file or a symlink)
+    bool is_proc;                   //  "/proc": a procfs of its own pid namespace, not the host's
     bool writable;                  //  the one writable directory
 } s_entry_t;
 
@@ -120,6 +121,14 @@ s_bind (const s_entry_t *entry, dev_t stage, char *err, size_t errlen)
     struct stat st;
     if (lstat (target, &st) == 0)
         return 0;                   //  already there (a symlink or directory recreated before)
+    if (entry->is_proc) {
+        if (mkdir (target, 0555) != 0
+        ||  mount ("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) {
+            common_seterr (err, errlen, "view: its own /proc: %s", strerror (errno));
+            return -1;
+        }
+        return 0;
+    }
     if (entry->fd < 0) {
         if (symlink (entry->link, target) != 0) {
             common_seterr (err, errlen, "view: symlink %s: %s", entry->path, strerror (errno));
@@ -195,6 +204,10 @@ s_open_entries (const char *const *ro, size_t nro, const char *rw, s_entry_t *en
         entry->path = path;
         entry->fd = -1;
         entry->writable = writable;
+        if (!writable && strcmp (path, "/proc") == 0) {
+            entry->is_proc = true;      //  mounted afresh, nothing of the host's to open
+            continue;
+        }
         //  A symlink to another listed path (/lib -> usr/lib) is recreated;
         //  any other (a toolkit's include -> targets/...) is bound resolved.
         char real [PATH_MAX];

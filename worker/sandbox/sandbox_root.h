@@ -8,7 +8,9 @@
       empty   the candidate's object, copied as /candidate.so (0444);
       view    read-only bind mounts of listed host paths at their own
               places (a symlink is recreated as a symlink, a missing path
-              skipped), and one writable directory at its own place.
+              skipped; "/proc" is a new procfs of the runner's own pid
+              namespace, not the host's), and one writable directory at
+              its own place.
 
     Nothing else of the host can be opened, read or listed: no /etc, no
     /proc, no task data, no caches, no other candidate's files. Binds are
