@@ -87,7 +87,7 @@ static const sandbox_kind_info_t s_kinds [SANDBOX_KINDS] = {
         .backend = "cpu", .root = SANDBOX_ROOT_VIEW,
         .relax = SANDBOX_RELAX_UNIX_SOCKETS | SANDBOX_RELAX_PROCESSES | SANDBOX_RELAX_FILE_WRITES,
         .in_process = false, .pdeathsig = true, .cgroup = true, .channel = false,
-        .rlimit_as = false, .fsize = 256ull << 20, .nofile = 1024, .view = s_python_view
+        .rlimit_as = true, .fsize = 256ull << 20, .nofile = 1024, .view = s_python_view
     },
 };
 
