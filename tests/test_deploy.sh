@@ -440,10 +440,11 @@ except ValueError:
     print("  no result line"); sys.exit(1)
 s = r.get("sandbox", {})
 print(f"  status {r.get('status')}, sandbox {s}")
-sys.exit(0 if r.get("status") == "ok" and s.get("netns") and s.get("seccomp") and s.get("empty_root")
-         and s.get("uid") == "nobody" else 1)
+uid = s.get("uid")
+sys.exit(0 if r.get("status") == "ok" and s.get("netns") and s.get("pidns") and s.get("seccomp")
+         and s.get("root") == "empty" and isinstance(uid, int) and uid > 65535 else 1)
 PY
-    then ok "sandbox in the image: own netns, seccomp, empty root, uid nobody"
+    then ok "sandbox in the image: own netns and pid namespace, seccomp, empty root, a uid of its own"
     else fail "sandbox in the image"; tail -5 "$tmp/eval.err"; fi
 
     # 3. A broker as the manifest runs it (uid 65532, read-only root, no
