@@ -393,6 +393,12 @@ python_proc_dir (python_proc_t *self)
     return self->dir;
 }
 
+uid_t
+python_proc_uid (python_proc_t *self)
+{
+    return sandbox_uid (self->sandbox);
+}
+
 const char *
 python_proc_caps (python_proc_t *self)
 {
