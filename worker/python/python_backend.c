@@ -64,7 +64,6 @@
 #define WALL_FACTOR     3.0         //  candidate wall time allowed per second of its budget
 #define BUILD_MAX_BYTES (1ull << 30)//  one build's artifacts kept at most
 #define BUILD_MAX_FILES 4096        //  and as many files
-#define S_NOBODY        65534
 
 typedef struct {
     worker_eval_config_t cfg;       //  copy (strings borrowed from the caller)
@@ -681,7 +680,8 @@ s_build_restore (s_exec_t *ex, const char *key)
     struct stat st;
     if (lstat (kept, &st) != 0 || !S_ISDIR (st.st_mode))
         return false;
-    int owner = geteuid () == 0? S_NOBODY: -1;
+    //  The files are the candidate's runner's (its own uid), as its directory is.
+    int owner = geteuid () == 0? (int) python_proc_uid (ex->cand): -1;
     bool any = false;
     for (int i = 0; s_build_parts [i]; i++) {
         char from [PATH_MAX], to [PATH_MAX];
