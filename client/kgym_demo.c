@@ -434,9 +434,12 @@ kgym_demo_main (int argc, char **argv)
         double longest_s = 0;
         char pool [1200];
         snprintf (pool, sizeof pool, "%s/pytorch", root);
-        if (access (pool, R_OK) == 0 && !worker_registry_find (backend, "python"))
-            printf ("kgym demo: this build grades no Python on %s: the PyTorch pool is left out\n",
-                    backend);
+        const worker_backend_t *python = worker_registry_find (backend, "python");
+        char desc [256] = "", why [256] = "no Python backend in this build";
+        bool grades_python = python && (!python->probe || python->probe (0, desc, sizeof desc, why, sizeof why) == 0);
+        if (access (pool, R_OK) == 0 && !grades_python)
+            printf ("kgym demo: no Python with torch to grade the PyTorch pool on %s (%s): it is left out\n",
+                    backend, why);
         else
         if (access (pool, R_OK) == 0)
             s_submit_pool (client, root, backend, timeout_given? timeout: 0, rows, &nrows, &longest_s);

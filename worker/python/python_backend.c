@@ -1188,6 +1188,37 @@ s_default_slots (const worker_eval_config_t *cfg)
     return cpus > 3? (uint32_t) (cpus / 2): 1;
 }
 
+//  Without creating the backend: does the default interpreter ($KGYM_PYTHON,
+//  else /usr/bin/python3) import torch? (kgym demo asks before grading the
+//  PyTorch pool.) A trusted interpreter with fixed arguments: no sandbox.
+static int
+s_probe (int device, char *desc, size_t desclen, char *err, size_t errlen)
+{
+    (void) device;
+    const char *python = getenv ("KGYM_PYTHON");
+    if (!python || !*python)
+        python = "/usr/bin/python3";
+    if (access (python, X_OK) != 0) {
+        common_seterr (err, errlen, "no Python interpreter at %s", python);
+        return 1;
+    }
+    char command [4200];
+    snprintf (command, sizeof command, "timeout 120 '%s' -I -c 'import torch; print(torch.__version__)' 2>/dev/null",
+              python);
+    FILE *pipe = popen (command, "r");
+    char version [64] = "";
+    if (pipe && !fgets (version, sizeof version, pipe))
+        version [0] = 0;
+    int status = pipe? pclose (pipe): -1;
+    version [strcspn (version, "\n")] = 0;
+    if (status != 0 || !version [0]) {
+        common_seterr (err, errlen, "%s cannot import torch", python);
+        return 1;
+    }
+    snprintf (desc, desclen, "%s (torch %s)", python, version);
+    return 0;
+}
+
 const worker_backend_t python_backend = {
     .info = { .name = "python", .targets = { "cpu", "cuda" }, .langs = { "python" }, .modules = true },
     .summary = "PyTorch-reference tasks: Python candidates (Triton, load_inline, torch) in sandboxed interpreters",
@@ -1202,6 +1233,6 @@ const worker_backend_t python_backend = {
     .device_uuid = NULL,
     .caps = s_caps,
     .quarantined = NULL,
-    .probe = NULL,
+    .probe = s_probe,
     .compile = NULL,
 };
