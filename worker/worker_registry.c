@@ -7,7 +7,6 @@
 #include "worker_registry.h"
 #include "kgym_config.h"
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
 extern const worker_backend_t cpu_backend;
@@ -82,11 +81,4 @@ worker_registry_targets (char *buf, size_t len)
 {
     worker_registry_all ();
     return common_backend_list (NULL, false, buf, len);
-}
-
-void
-worker_compile_clear (worker_compile_t *compile)
-{
-    free (compile->log);
-    memset (compile, 0, sizeof *compile);
 }
