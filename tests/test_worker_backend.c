@@ -379,6 +379,35 @@ START_TEST (test_echo_job_with_a_foreign_language_is_invalid)
 }
 END_TEST
 
+START_TEST (test_echo_job_memory_cap_is_the_evaluators)
+{
+    //  The evaluator's max_job_bytes reaches a backend it never names
+    //  (worker_backend_job_bytes): size 0 holds 2 x 8 f32 outputs, 64 bytes.
+    char path [300];
+    snprintf (path, sizeof path, "%s/capped.sqlite", s_dir);
+    worker_eval_config_t cfg;
+    worker_eval_config_default (&cfg);
+    cfg.backend = "echo";
+    cfg.cache_path = path;
+    cfg.max_job_bytes = 48;
+    char err [512] = "";
+    worker_eval_t *capped = worker_eval_new (&cfg, err, sizeof err);
+    ck_assert_msg (capped != NULL, "evaluator: %s", err);
+    json_t *job = s_job (s_task (NULL), "{\"outputs\": {\"y\": [1, 2, 3, 4]}}", 10);
+    json_t *result = worker_eval_run (capped, job);
+    json_decref (job);
+    s_expect (result, "invalid");
+    ck_assert_msg (strstr (s_text (result, "message"), "size 0 needs 5.96e-08 GiB of outputs; a job may "
+                           "hold 4.47e-08 GiB here"), "message: %s", s_text (result, "message"));
+    json_decref (result);
+    //  The same job fits the default.
+    result = s_grade (s_job (s_task (NULL), "{\"outputs\": {\"y\": [1, 2, 3, 4]}}", 10));
+    s_expect (result, "ok");
+    json_decref (result);
+    worker_eval_destroy (&capped);
+}
+END_TEST
+
 START_TEST (test_echo_compile_op)
 {
     //  kgym compile's path: the backend's compile op, reported by worker_compile_set.
@@ -501,6 +530,7 @@ main (void)
     tcase_add_test (seam, test_echo_compile_verdicts);
     tcase_add_test (seam, test_echo_blame_follows_whose_run_failed);
     tcase_add_test (seam, test_echo_job_with_a_foreign_language_is_invalid);
+    tcase_add_test (seam, test_echo_job_memory_cap_is_the_evaluators);
     tcase_add_test (seam, test_echo_compile_op);
     tcase_add_test (seam, test_echo_graded_through_broker_worker_and_client);
     suite_add_tcase (suite, seam);

@@ -192,8 +192,8 @@ s_check_size (echo_backend_t *self, echo_job_t *ejob, size_t s, const worker_gra
         if (task->args [a].kind == ARG_OUTPUT || task->args [a].kind == ARG_INOUT)
             need += 2 * layout->bytes [a];
     if (need > self->max_job_bytes) {
-        worker_outcome_fail (out, STATUS_INVALID, "size %zu needs %.2f GiB of outputs; a job may hold "
-                             "%.2f GiB here", s, (double) need / (1u << 30),
+        worker_outcome_fail (out, STATUS_INVALID, "size %zu needs %.3g GiB of outputs; a job may hold "
+                             "%.3g GiB here", s, (double) need / (1u << 30),
                              (double) self->max_job_bytes / (1u << 30));
         goto done;
     }
