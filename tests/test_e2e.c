@@ -160,6 +160,18 @@ s_collect (client_kgym_t *client, s_case_t *cases, size_t n, size_t *accepted)
     }
 }
 
+//  Submit gelu_f32 with its naive (correct) candidate as ref.
+static void
+s_submit_gelu (client_kgym_t *client, uint64_t ref)
+{
+    json_t *task = testutil_load_json ("examples/cpu/gelu_f32/task.json");
+    json_t *candidate = testutil_load_json ("examples/cpu/gelu_f32/candidates/naive.json");
+    json_t *job = json_pack ("{s:o, s:o}", "task", task, "candidate", candidate);
+    char err [256];
+    ck_assert_msg (client_kgym_submit (client, ref, job, err, sizeof err) == 0, "submit: %s", err);
+    json_decref (job);
+}
+
 START_TEST (test_examples_graded_as_expected_through_broker_and_two_workers)
 {
     client_kgym_t *client = client_kgym_new (s_client_ep);
@@ -186,12 +198,7 @@ START_TEST (test_examples_graded_as_expected_through_broker_and_two_workers)
                    "both workers should have graded jobs (%d, %d)", workers_seen [0], workers_seen [1]);
     //  After every hostile candidate, the workers still grade.
     s_case_t after [1];
-    json_t *task = testutil_load_json ("examples/cpu/gelu_f32/task.json");
-    json_t *candidate = testutil_load_json ("examples/cpu/gelu_f32/candidates/naive.json");
-    json_t *job = json_pack ("{s:o, s:o}", "task", task, "candidate", candidate);
-    char err [256];
-    ck_assert_int_eq (client_kgym_submit (client, 1, job, err, sizeof err), 0);
-    json_decref (job);
+    s_submit_gelu (client, 1);
     strcpy (after [0].name, "gelu_f32/naive after the hostile ones");
     after [0].result = NULL;
     s_collect (client, after, 1, &accepted);
@@ -266,11 +273,7 @@ START_TEST (test_malformed_frames_get_errors_and_change_nothing)
     ck_assert_int_eq (client_kgym_submit_encoded (client, 7, "cpu", NULL, not_a_job, sizeof not_a_job,
                                                   err, sizeof err), 0);
     //  And a valid job afterwards still passes.
-    json_t *task = testutil_load_json ("examples/cpu/gelu_f32/task.json");
-    json_t *candidate = testutil_load_json ("examples/cpu/gelu_f32/candidates/naive.json");
-    json_t *job = json_pack ("{s:o, s:o}", "task", task, "candidate", candidate);
-    ck_assert_int_eq (client_kgym_submit (client, 8, job, err, sizeof err), 0);
-    json_decref (job);
+    s_submit_gelu (client, 8);
     int results = 0;
     while (results < 2) {
         client_event_t event;
@@ -305,21 +308,17 @@ START_TEST (test_worker_options_reach_the_backends)
     client_kgym_t *client = client_kgym_new (s_client_ep);
     ck_assert_ptr_nonnull (client);
     //  gelu_f32's first size holds 2 MiB of tensors: over the worker's 64 KiB a job.
-    json_t *task = testutil_load_json ("examples/cpu/gelu_f32/task.json");
-    json_t *candidate = testutil_load_json ("examples/cpu/gelu_f32/candidates/naive.json");
-    json_t *job = json_pack ("{s:o, s:o}", "task", task, "candidate", candidate);
-    char err [256];
-    ck_assert_int_eq (client_kgym_submit (client, 1, job, err, sizeof err), 0);
-    json_decref (job);
+    s_submit_gelu (client, 1);
     //  A PyTorch-reference task: the python backend starts with the interpreter it was given.
-    job = json_pack ("{s:{s:s, s:s, s:{s:s, s:s}}, s:{s:s, s:s}}",
+    json_t *job = json_pack ("{s:{s:s, s:s, s:{s:s, s:s}}, s:{s:s, s:s}}",
                      "task", "name", "relu", "backend", "cpu", "reference", "lang", "python",
                      "source", "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
                                "        return torch.relu(x)\ndef get_inputs():\n    return [torch.randn(8)]\n"
                                "def get_init_inputs():\n    return []\n",
                      "candidate", "lang", "python", "source", "import torch\nclass ModelNew(torch.nn.Module):\n"
                                "    def forward(self, x):\n        return torch.relu(x)\n");
-    ck_assert_int_eq (client_kgym_submit (client, 2, job, err, sizeof err), 0);
+    char err [256];
+    ck_assert_msg (client_kgym_submit (client, 2, job, err, sizeof err) == 0, "submit: %s", err);
     json_decref (job);
     s_case_t cases [2] = { { .name = "gelu over --max-job-memory" }, { .name = "python with --python" } };
     size_t accepted = 0;

@@ -80,15 +80,6 @@ s_grade (json_t *job)
     return result;
 }
 
-static void
-s_expect (json_t *result, const char *status)
-{
-    const char *got = json_string_value (json_object_get (result, "status"));
-    char *text = json_dumps (result, JSON_COMPACT);
-    ck_assert_msg (got && strcmp (got, status) == 0, "expected %s, got %s", status, text);
-    free (text);
-}
-
 static double
 s_number (json_t *object, const char *path)
 {
@@ -115,14 +106,7 @@ s_setup (void)
     testutil_dir_make (s_dir, sizeof s_dir, "backend");
     char path [300];
     snprintf (path, sizeof path, "%s/modules.sqlite", s_dir);
-    worker_eval_config_t cfg;
-    worker_eval_config_default (&cfg);
-    cfg.backend = "echo";
-    cfg.cache_path = path;
-    cfg.worker_name = "echo-test";
-    char err [512] = "";
-    s_eval = worker_eval_new (&cfg, err, sizeof err);
-    ck_assert_msg (s_eval != NULL, "evaluator: %s", err);
+    s_eval = testutil_eval_new ("echo", path, 0);
 }
 
 static void
@@ -194,10 +178,10 @@ START_TEST (test_echo_ok_with_speedup_and_reward)
 {
     json_t *result = s_grade (s_job (s_task (NULL), "{\"outputs\": {\"y\": [1, 2, 3, 4]}, \"time_us\": 10}",
                                      10));
-    s_expect (result, "ok");
+    testutil_expect_status (result, "ok", NULL);
     ck_assert_str_eq (s_text (result, "backend"), "echo");
     ck_assert_str_eq (s_text (result, "device"), "echo: no device (a test backend)");
-    ck_assert_str_eq (s_text (result, "worker"), "echo-test");
+    ck_assert_str_eq (s_text (result, "worker"), "test");
     ck_assert_double_eq_tol (s_number (result, "speedup"), 4.0, 1e-12);
     //  The default reward: min(speedup, clip 2).
     ck_assert_double_eq_tol (s_number (result, "reward"), 2.0, 1e-12);
@@ -218,7 +202,7 @@ START_TEST (test_echo_baseline_times_against_the_baseline)
     json_t *task = s_task ("{\"baseline\": {\"lang\": \"echo\", \"launches\": [{\"kernel\": \"echo\"}],"
                            " \"source\": \"{\\\"outputs\\\": {\\\"y\\\": 0}, \\\"time_us\\\": 15}\"}}");
     json_t *result = s_grade (s_job (task, "{\"outputs\": {\"y\": [1, 2, 3, 4]}, \"time_us\": 10}", 10));
-    s_expect (result, "ok");
+    testutil_expect_status (result, "ok", NULL);
     ck_assert_double_eq_tol (s_number (result, "speedup"), 1.5, 1e-12);
     ck_assert_double_eq_tol (s_number (result, "reward"), 1.5, 1e-12);
     ck_assert_str_eq (json_string_value (json_object_get (json_object_get (result, "timings"),
@@ -230,7 +214,7 @@ END_TEST
 START_TEST (test_echo_incorrect_with_mismatches)
 {
     json_t *result = s_grade (s_job (s_task (NULL), "{\"outputs\": {\"y\": [1, 2, 3, 5]}}", 10));
-    s_expect (result, "incorrect");
+    testutil_expect_status (result, "incorrect", NULL);
     ck_assert_msg (strstr (s_text (result, "message"), "output 'y' wrong in 2 of 8 elements (size 0"),
                    "message: %s", s_text (result, "message"));
     ck_assert_double_eq_tol (s_number (result, "reward"), -0.5, 1e-12);
@@ -258,17 +242,17 @@ START_TEST (test_echo_tolerance_decides)
     //  Within atol 1e-3: ok, and the error is reported.
     const char *close = "{\"outputs\": {\"y\": [1, 2, 3, 4.0005]}, \"time_us\": 40}";
     json_t *result = s_grade (s_job (s_task (NULL), close, 10));
-    s_expect (result, "ok");
+    testutil_expect_status (result, "ok", NULL);
     ck_assert_double_eq_tol (s_number (result, "max_abs_err"), 0.0005, 1e-6);
     ck_assert_double_eq_tol (s_number (result, "speedup"), 1.0, 1e-12);
     json_decref (result);
     //  Bit for bit asked: the same candidate is wrong.
     result = s_grade (s_job (s_task ("{\"tolerance\": {\"exact\": true}}"), close, 10));
-    s_expect (result, "incorrect");
+    testutil_expect_status (result, "incorrect", NULL);
     json_decref (result);
     //  Beyond the tolerance.
     result = s_grade (s_job (s_task (NULL), "{\"outputs\": {\"y\": [1, 2, 3, 4.01]}}", 10));
-    s_expect (result, "incorrect");
+    testutil_expect_status (result, "incorrect", NULL);
     json_decref (result);
 }
 END_TEST
@@ -281,7 +265,7 @@ START_TEST (test_echo_timing_statistics)
                                                      " \"time_us\": [10, 11, 12, 10, 11, 100]}"),
                              "eval", "seed", 1, "timed", 6);
     json_t *result = s_grade (job);
-    s_expect (result, "ok");
+    testutil_expect_status (result, "ok", NULL);
     ck_assert_double_eq_tol (s_number (result, "timings.candidate.n"), 6, 1e-12);
     ck_assert_double_eq_tol (s_number (result, "timings.candidate.median_us"), 11, 1e-12);
     ck_assert_double_eq_tol (s_number (result, "timings.candidate.min_us"), 10, 1e-12);
@@ -298,7 +282,7 @@ START_TEST (test_echo_timing_statistics)
     job = json_pack ("{s:o, s:o, s:{s:b}}", "task", s_task (NULL),
                      "candidate", s_program ("{\"outputs\": {\"y\": [1, 2, 3, 4]}}"), "eval", "check_only", 1);
     result = s_grade (job);
-    s_expect (result, "ok");
+    testutil_expect_status (result, "ok", NULL);
     ck_assert (json_is_null (json_object_get (result, "timings")));
     ck_assert (json_is_null (json_object_get (result, "speedup")));
     json_decref (result);
@@ -309,7 +293,7 @@ START_TEST (test_echo_compile_verdicts)
 {
     //  A candidate that does not parse: compile_error, the log says where.
     json_t *result = s_grade (s_job (s_task (NULL), "{\"outputs\": ", 10));
-    s_expect (result, "compile_error");
+    testutil_expect_status (result, "compile_error", NULL);
     ck_assert_msg (strncmp (s_text (result, "message"), "compile error: echo:1:", 22) == 0,
                    "message: %s", s_text (result, "message"));
     ck_assert_msg (strstr (s_text (result, "compile_log"), "error:"), "log: %s",
@@ -318,7 +302,7 @@ START_TEST (test_echo_compile_verdicts)
     json_decref (result);
     //  Parses, but names no output of the task.
     result = s_grade (s_job (s_task (NULL), "{\"outputs\": {\"z\": 1}}", 10));
-    s_expect (result, "compile_error");
+    testutil_expect_status (result, "compile_error", NULL);
     ck_assert_msg (strstr (s_text (result, "message"), "'z' is not an output of task echo_y"),
                    "message: %s", s_text (result, "message"));
     json_decref (result);
@@ -326,7 +310,7 @@ START_TEST (test_echo_compile_verdicts)
     json_t *task = s_task (NULL);
     json_object_set_new (json_object_get (task, "reference"), "source", json_string ("[1"));
     result = s_grade (s_job (task, "{\"outputs\": {\"y\": 1}}", 10));
-    s_expect (result, "invalid");
+    testutil_expect_status (result, "invalid", NULL);
     ck_assert_msg (strstr (s_text (result, "message"), "the task's reference does not compile: echo:"),
                    "message: %s", s_text (result, "message"));
     ck_assert (json_is_null (json_object_get (result, "reward")));
@@ -372,7 +356,7 @@ START_TEST (test_echo_job_with_a_foreign_language_is_invalid)
                              "candidate", "lang", "c", "source", "void k(void) {}", "launches",
                              "kernel", "k");
     json_t *result = s_grade (job);
-    s_expect (result, "invalid");
+    testutil_expect_status (result, "invalid", NULL);
     ck_assert_msg (strstr (s_text (result, "message"), "'c' is not a language of backend echo (echo)"),
                    "message: %s", s_text (result, "message"));
     json_decref (result);
@@ -385,24 +369,17 @@ START_TEST (test_echo_job_memory_cap_is_the_evaluators)
     //  (worker_backend_job_bytes): size 0 holds 2 x 8 f32 outputs, 64 bytes.
     char path [300];
     snprintf (path, sizeof path, "%s/capped.sqlite", s_dir);
-    worker_eval_config_t cfg;
-    worker_eval_config_default (&cfg);
-    cfg.backend = "echo";
-    cfg.cache_path = path;
-    cfg.max_job_bytes = 48;
-    char err [512] = "";
-    worker_eval_t *capped = worker_eval_new (&cfg, err, sizeof err);
-    ck_assert_msg (capped != NULL, "evaluator: %s", err);
+    worker_eval_t *capped = testutil_eval_new ("echo", path, 48);
     json_t *job = s_job (s_task (NULL), "{\"outputs\": {\"y\": [1, 2, 3, 4]}}", 10);
     json_t *result = worker_eval_run (capped, job);
     json_decref (job);
-    s_expect (result, "invalid");
+    testutil_expect_status (result, "invalid", NULL);
     ck_assert_msg (strstr (s_text (result, "message"), "size 0 needs 5.96e-08 GiB of outputs; a job may "
                            "hold 4.47e-08 GiB here"), "message: %s", s_text (result, "message"));
     json_decref (result);
     //  The same job fits the default.
     result = s_grade (s_job (s_task (NULL), "{\"outputs\": {\"y\": [1, 2, 3, 4]}}", 10));
-    s_expect (result, "ok");
+    testutil_expect_status (result, "ok", NULL);
     json_decref (result);
     worker_eval_destroy (&capped);
 }
@@ -496,12 +473,12 @@ START_TEST (test_echo_graded_through_broker_worker_and_client)
         ck_assert_str_eq (event.worker, "echo-worker");
         ck_assert_str_eq (s_text (event.result, "backend"), "echo");
         if (event.ref == 1) {
-            s_expect (event.result, "ok");
+            testutil_expect_status (event.result, "ok", NULL);
             ck_assert_double_eq_tol (s_number (event.result, "speedup"), 2.0, 1e-12);
             ck_assert_double_eq_tol (s_number (event.result, "reward"), 2.0, 1e-12);
         }
         else {
-            s_expect (event.result, "incorrect");
+            testutil_expect_status (event.result, "incorrect", NULL);
             ck_assert_int_eq (json_array_size (json_object_get (event.result, "mismatches")), 2);
             ck_assert_double_eq_tol (s_number (event.result, "reward"), -0.5, 1e-12);
         }
