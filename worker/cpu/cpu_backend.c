@@ -83,8 +83,9 @@ s_read_cpu_model (char *buf, size_t len)
     fclose (file);
 }
 
-static cpu_backend_t *
-s_new (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, size_t errlen)
+//  The table's create: find the runner, learn the CPU.
+static void *
+s_create (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, size_t errlen)
 {
     if (!sandbox_runner_path ()) {
         snprintf (err, errlen, "kgym-runner not found (set KGYM_RUNNER)");
@@ -106,7 +107,7 @@ s_new (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, size_t
 }
 
 static void
-s_destroy (cpu_backend_t **self_p)
+s_destroy (void **self_p)
 {
     cpu_backend_t *self = *self_p;
     if (!self)
@@ -151,9 +152,9 @@ s_slot_release (cpu_backend_t *self, int slot)
 }
 
 static const char *
-s_device (cpu_backend_t *self)
+s_device (void *self)
 {
-    return self->device;
+    return ((cpu_backend_t *) self)->device;
 }
 
 static void
@@ -165,6 +166,13 @@ s_job_free (cpu_backend_job_t *job)
         if (job->so_fd [i] >= 0)
             close (job->so_fd [i]);
     free (job);
+}
+
+static void
+s_job_destroy (void **job_p)
+{
+    s_job_free (*job_p);
+    *job_p = NULL;
 }
 
 //  Shared object bytes into an anonymous file the runner can dlopen.
@@ -246,10 +254,10 @@ s_compile (cpu_backend_t *self, cpu_backend_job_t *job, int which, const common_
     return rc;
 }
 
-static cpu_backend_job_t *
-s_prepare (cpu_backend_t *self, const common_job_t *job, uint64_t seed,
-                    worker_outcome_t *out)
+static void *
+s_prepare (void *state, const common_job_t *job, uint64_t seed, worker_outcome_t *out)
 {
+    cpu_backend_t *self = state;
     cpu_backend_job_t *cjob = calloc (1, sizeof *cjob);
     if (!cjob) {
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "out of memory");
@@ -911,8 +919,9 @@ done:
 //  caused is confirmed once more with this worker calm: no other job of it
 //  runs meanwhile (other processes on the host are not ours to stop).
 static void
-s_execute (cpu_backend_t *self, cpu_backend_job_t **job_p, worker_outcome_t *out)
+s_execute (void *state, void **job_p, worker_outcome_t *out)
 {
+    cpu_backend_t *self = state;
     cpu_backend_job_t *cjob = *job_p;
     *job_p = NULL;
     double start = common_now_s ();
@@ -962,49 +971,8 @@ s_default_slots (const worker_eval_config_t *cfg)
     return (uint32_t) (slots > MAX_SLOTS? MAX_SLOTS: slots);
 }
 
-static void *
-s_create (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, size_t errlen)
-{
-    return s_new (cfg, cache, err, errlen);
-}
-
-static void
-s_destroy_op (void **self_p)
-{
-    cpu_backend_t *self = *self_p;
-    s_destroy (&self);
-    *self_p = NULL;
-}
-
-static void *
-s_prepare_op (void *self, const common_job_t *job, uint64_t seed, worker_outcome_t *out)
-{
-    return s_prepare (self, job, seed, out);
-}
-
-static void
-s_execute_op (void *self, void **job_p, worker_outcome_t *out)
-{
-    cpu_backend_job_t *job = *job_p;
-    *job_p = NULL;
-    s_execute (self, &job, out);
-}
-
-static void
-s_job_destroy_op (void **job_p)
-{
-    s_job_free (*job_p);
-    *job_p = NULL;
-}
-
 static const char *
-s_device_op (void *self)
-{
-    return s_device (self);
-}
-
-static const char *
-s_caps_op (void *self)
+s_caps (void *self)
 {
     (void) self;
     return sandbox_host_caps ();
@@ -1031,13 +999,13 @@ const worker_backend_t cpu_backend = {
     .device_ordinal = false,
     .default_slots = s_default_slots,
     .create = s_create,
-    .destroy = s_destroy_op,
-    .prepare = s_prepare_op,
-    .execute = s_execute_op,
-    .job_destroy = s_job_destroy_op,
-    .device = s_device_op,
+    .destroy = s_destroy,
+    .prepare = s_prepare,
+    .execute = s_execute,
+    .job_destroy = s_job_destroy,
+    .device = s_device,
     .device_uuid = NULL,
-    .caps = s_caps_op,
+    .caps = s_caps,
     .quarantined = NULL,
     .probe = NULL,
     .compile = s_compile_op,
