@@ -2,7 +2,9 @@
 
     Adding a backend: a folder worker/NAME with its meson.build (adding its
     sources to the worker library and defining its runners), a constant
-    `const worker_backend_t NAME_backend` in it, and one line below.
+    `const worker_backend_t NAME_backend` in it, and one line below
+    (docs/architecture.md, "How to add a backend"). The tests build this
+    file a second time with KGYM_TEST_BACKENDS, adding tests/echo's.
 */
 #include "worker_registry.h"
 #include "kgym_config.h"
