@@ -4,8 +4,9 @@
 #   more GPUs, the multi-GPU scaling run. Binaries come from a build copied by
 #   bench/device_stage.sh into .devbuild; libraries from .devlibs (see
 #   ../shared/device/README.md). Logs go to $OUT.
-#   bench/device_verify.sh [tests] [profile] [demo] [bench] [scaling] [ops]
+#   bench/device_verify.sh [tests] [profile] [demo] [bench] [scaling] [ops] [pool]
 #   (ops: broker and CUDA workers with metrics, the examples twice, the admin's view)
+#   (pool: the PyTorch pool through kgym eval, bench/pytorch_pool.sh; POOL_TASKS picks tasks)
 #   (profile: the profiler's cases, then the whole gpu suite, with per-case output)
 set -u
 export LD_LIBRARY_PATH=$PWD/.devlibs/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -33,5 +34,7 @@ for step in $steps; do
         bench)   $B/bench/bench_cuda 2>&1 | tee $OUT/bench_cuda.log | tail -n 40 ;;
         scaling) OUT=$OUT bench/gpu_scaling.sh $B ${JOBS:-2000} 2>&1 | tee $OUT/scaling.log ;;
         ops)     OUT=$OUT bench/gpu_ops.sh $B 2>&1 | tee $OUT/ops.log ;;
+        pool)    KGYM=$B/client/kgym OUT=$OUT bench/pytorch_pool.sh ${POOL_TASKS:-} 2>&1 \
+                     | tee $OUT/pool.log | tail -n 80 ;;
     esac
 done

@@ -124,6 +124,7 @@ broker_settling_free (void **item)
         zframe_destroy (&wait->identity);
         free (wait->owner);
         free (wait->group);
+        free (wait->task);
         free (wait);
         *item = NULL;
     }
@@ -159,6 +160,17 @@ s_queue_summary (broker_server_t *self, zframe_t *identity, const char *group, j
     free (data);
 }
 
+//  A summary that goes out is a group of task that ended: its curriculum
+//  statistics count whether it carried any reward spread.
+static void
+s_tasks_group (broker_server_t *self, const char *task, json_t *summary)
+{
+    if (task && self->tasks
+    &&  broker_tasks_record_group (self->tasks, task,
+                                   json_is_true (json_object_get (summary, "zero_variance"))))
+        log_warn ("broker", "task statistics: out of memory counting a group of '%s'", task);
+}
+
 void
 broker_group_end (broker_server_t *self, broker_job_t *job, bool counted, bool settle)
 {
@@ -180,6 +192,7 @@ broker_group_end (broker_server_t *self, broker_job_t *job, bool counted, bool s
             entry->identity = zframe_dup (job->client->identity);
             entry->owner = strdup (owner);
             entry->group = strdup (job->group);
+            entry->task = job->task? strdup (job->task): NULL;
             entry->due_us = broker_now_us () + (int64_t) self->cfg.heartbeat_ms * 1000;
             zhashx_update (self->settling, key, entry);         //  the newest wait wins
         }
@@ -190,6 +203,7 @@ broker_group_end (broker_server_t *self, broker_job_t *job, bool counted, bool s
         if (key)
             zhashx_delete (self->settling, key);                //  this summary covers it
         s_queue_summary (self, job->client->identity, job->group, summary);
+        s_tasks_group (self, job->task, summary);
     }
     zstr_free (&key);
     json_decref (summary);
@@ -213,8 +227,10 @@ broker_send_summaries (broker_server_t *self, int64_t now)
              key = (const char *) zlist_next (due)) {
             broker_settling_t *wait = (broker_settling_t *) zhashx_lookup (self->settling, key);
             json_t *summary = broker_groups_summary (self->groups, wait->owner, wait->group);
-            if (summary)
+            if (summary) {
                 s_queue_summary (self, wait->identity, wait->group, summary);
+                s_tasks_group (self, wait->task, summary);
+            }
             json_decref (summary);
             zhashx_delete (self->settling, key);
         }

@@ -215,6 +215,7 @@ typedef struct {
     zframe_t *identity;         //  its client's routing id then (owned)
     char *owner;                //  the group's owner (broker_owner)
     char *group;                //  the group's name as the client says it
+    char *task;                 //  the task of the job that ended it (for its statistics), or NULL
     int64_t due_us;             //  monotonic: when its summary goes out, if still complete
 } broker_settling_t;
 

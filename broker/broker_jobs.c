@@ -221,6 +221,24 @@ broker_job_destroy (broker_server_t *self, broker_job_t **job_p)
     *job_p = NULL;
 }
 
+//  The reference's operators a result carries (profile.reference.operators),
+//  kept as the task's latest for curriculum sampling. Only a body that
+//  names them is decoded again.
+static void
+s_tasks_profile (broker_server_t *self, const char *task, zframe_t *result)
+{
+    if (!result || !memmem (zframe_data (result), zframe_size (result), "operators", 9))
+        return;
+    proto_mpk_limits_t limits;
+    proto_mpk_limits_default (&limits);
+    char err [128];
+    json_t *doc = proto_mpk_decode (zframe_data (result), zframe_size (result), &limits, err,
+                                    sizeof err);
+    if (doc && broker_tasks_record_profile (self->tasks, task, doc))
+        log_warn ("broker", "task statistics: out of memory keeping the operators of '%s'", task);
+    json_decref (doc);
+}
+
 //  The job is finished with this result (taken) and its verdict: keep it,
 //  tell the client (unless send is false: a resend after the batch commits
 //  does, or it was cancelled), then its followers. device: the grader's,
@@ -259,8 +277,10 @@ broker_job_finish (broker_server_t *self, broker_job_t *job, zframe_t **result_p
     if (device && job->keyed && job->policy != BROKER_POLICY_BYPASS
     &&  broker_cache_status_cacheable (job->status))
         broker_cache_put (self->cache, job->key, device, zframe_data (result), zframe_size (result));
-    if (job->task && self->tasks)
+    if (job->task && self->tasks) {
         broker_tasks_record (self->tasks, job->task, job->status, job->reward, job->speedup);
+        s_tasks_profile (self, job->task, result);
+    }
     broker_group_end (self, job, true, !send);     //  not sent now: answered at SUBMIT
     if (send && !job->cancelled)
         broker_send_result (self, job, result, NULL);

@@ -23,6 +23,9 @@
 #define TASKS_BLOB_ENTRY 17         //  status byte + two binary64
 #define TASKS_RING_START 4          //  first ring size of a new task
 #define TASKS_UNNAMED "(unnamed)"
+#define TASKS_GROUPS 32             //  recent GRPO groups remembered per task (bits of a mask)
+#define TASKS_OPERATORS 16          //  reference operators kept per task
+#define TASKS_OPERATOR_NAME 128     //  bytes of an operator's name
 
 //  Graded statuses, in the order of their code in a row; anything else
 //  (invalid, internal_error, unknown) is not graded.
@@ -52,6 +55,9 @@ typedef struct {
     size_t count;               //  entries in use (<= window)
     void *lru_handle;           //  in self->lru
     void *dirty_handle;         //  in self->dirty; NULL when written
+    uint32_t groups;            //  recent groups ended (at most TASKS_GROUPS)
+    uint32_t zero_groups;       //  which were zero-variance: bit 0 the newest
+    char *operators;            //  the latest profile.reference.operators, JSON text, or NULL
 } s_task_t;
 
 //  A task's figures, computed from its window.
@@ -74,7 +80,7 @@ struct broker_tasks_t {
     zhashx_t *gone;             //  names of dropped tasks whose rows go at flush (db only)
     sqlite3 *db;                //  NULL: memory only
     bool own_db;                //  we opened it (else borrowed)
-    sqlite3_stmt *upsert;       //  write one row
+    sqlite3_stmt *upsert;       //  write one row (results, groups, operators)
     sqlite3_stmt *remove;       //  delete one row
     uint8_t *blob;              //  encoding buffer, room for a full window
     char *where;                //  database name for logs
@@ -118,6 +124,7 @@ s_task_destroy (s_task_t **task_p)
 {
     if (*task_p) {
         free ((*task_p)->ring);
+        free ((*task_p)->operators);
         free ((*task_p)->name);
         free (*task_p);
         *task_p = NULL;
@@ -212,7 +219,11 @@ s_task_json (const s_task_t *task, const s_stats_t *stats)
         }
     if (!statuses)
         return NULL;
-    return json_pack ("{s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:I}",
+    size_t zero = 0;
+    for (uint32_t i = 0; i < task->groups; i++)
+        zero += (task->zero_groups >> i) & 1;
+    json_t *operators = task->operators? json_loads (task->operators, 0, NULL): NULL;
+    return json_pack ("{s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:o, s:I}",
         "task", task->name,
         "attempts", (json_int_t) task->attempts,
         "window", (json_int_t) stats->count,
@@ -223,7 +234,12 @@ s_task_json (const s_task_t *task, const s_stats_t *stats)
             stats->speedup_sum / (double) stats->speedups: NAN),
         "reward_mean", s_real (stats->rewards? stats->reward_mean: NAN),
         "reward_var", s_real (stats->rewards? stats->reward_var: NAN),
+        "reward_std", s_real (stats->rewards? sqrt (stats->reward_var): NAN),
         "statuses", statuses,
+        "groups", (json_int_t) task->groups,
+        "zero_variance_groups", (json_int_t) zero,
+        "last_group_zero_variance", task->groups? json_boolean (task->zero_groups & 1): json_null (),
+        "operators", operators? operators: json_null (),
         "updated", (json_int_t) task->updated);
 }
 
@@ -338,6 +354,18 @@ s_load_row (broker_tasks_t *self, sqlite3_stmt *stmt)
         return -2;
     task->attempts = (uint64_t) attempts;
     task->updated = sqlite3_column_int64 (stmt, 2);
+    //  Columns of format 2: the recent groups and the operators (NULL in
+    //  rows an older broker wrote).
+    sqlite3_int64 groups = sqlite3_column_int64 (stmt, 4);
+    if (groups > 0 && groups <= TASKS_GROUPS) {
+        task->groups = (uint32_t) groups;
+        task->zero_groups = (uint32_t) sqlite3_column_int64 (stmt, 5);
+    }
+    const char *operators = (const char *) sqlite3_column_text (stmt, 6);
+    json_t *list = operators? json_loads (operators, 0, NULL): NULL;
+    if (json_is_array (list) && !(task->operators = strdup (operators)))
+        return -2;
+    json_decref (list);
     //  A window smaller than when it was written keeps the newest results.
     size_t skip = entries > self->window? entries - self->window: 0;
     for (size_t i = skip; i < entries; i++) {
@@ -356,7 +384,8 @@ static int
 s_load (broker_tasks_t *self, char *err, size_t errlen)
 {
     sqlite3_stmt *stmt = NULL;
-    if (sqlite3_prepare_v2 (self->db, "SELECT name, attempts, updated, results FROM task_stats"
+    if (sqlite3_prepare_v2 (self->db, "SELECT name, attempts, updated, results, groups,"
+                            " zero_groups, operators FROM task_stats"
                             " ORDER BY updated, name", -1, &stmt, NULL) != SQLITE_OK) {
         snprintf (err, errlen, "%s: %s", self->where, sqlite3_errmsg (self->db));
         return -1;
@@ -399,6 +428,25 @@ s_exec (broker_tasks_t *self, const char *sql, char *err, size_t errlen)
     return -1;
 }
 
+//  A table an older broker made lacks the groups and operators columns: add them.
+static int
+s_upgrade (broker_tasks_t *self, char *err, size_t errlen)
+{
+    sqlite3_stmt *stmt = NULL;
+    if (sqlite3_prepare_v2 (self->db, "SELECT 1 FROM pragma_table_info('task_stats')"
+                            " WHERE name = 'operators'", -1, &stmt, NULL) != SQLITE_OK) {
+        snprintf (err, errlen, "%s: %s", self->where, sqlite3_errmsg (self->db));
+        return -1;
+    }
+    int rc = sqlite3_step (stmt);
+    sqlite3_finalize (stmt);
+    if (rc == SQLITE_ROW)
+        return 0;
+    return s_exec (self, "ALTER TABLE task_stats ADD COLUMN groups INTEGER", err, errlen)
+        || s_exec (self, "ALTER TABLE task_stats ADD COLUMN zero_groups INTEGER", err, errlen)
+        || s_exec (self, "ALTER TABLE task_stats ADD COLUMN operators TEXT", err, errlen);
+}
+
 //  What both constructors share; db NULL: memory only.
 static broker_tasks_t *
 s_new (size_t window, sqlite3 *db, bool own_db, const char *where, char *err, size_t errlen)
@@ -439,14 +487,19 @@ s_new (size_t window, sqlite3 *db, bool own_db, const char *where, char *err, si
             " name TEXT PRIMARY KEY,"           //  task name
             " attempts INTEGER NOT NULL,"       //  results ever recorded
             " updated INTEGER NOT NULL,"        //  unix seconds of the last one
-            " results BLOB NOT NULL)",          //  the window (broker_tasks.h)
+            " results BLOB NOT NULL,"           //  the window (broker_tasks.h)
+            " groups INTEGER,"                  //  recent groups ended
+            " zero_groups INTEGER,"             //  which were zero-variance (bit 0 newest)
+            " operators TEXT)",                 //  the reference's operators, JSON
             err, errlen)
+    ||  s_upgrade (self, err, errlen)
     ||  s_load (self, err, errlen)) {
         broker_tasks_destroy (&self);
         return NULL;
     }
     if (sqlite3_prepare_v3 (db, "INSERT OR REPLACE INTO task_stats (name, attempts, updated,"
-                            " results) VALUES (?1, ?2, ?3, ?4)", -1,
+                            " results, groups, zero_groups, operators)"
+                            " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", -1,
                             SQLITE_PREPARE_PERSISTENT, &self->upsert, NULL) != SQLITE_OK
     ||  sqlite3_prepare_v3 (db, "DELETE FROM task_stats WHERE name = ?1", -1,
                             SQLITE_PREPARE_PERSISTENT, &self->remove, NULL) != SQLITE_OK) {
@@ -535,6 +588,75 @@ broker_tasks_record (broker_tasks_t *self, const char *task_name, const char *st
     return s_mark_dirty (self, task);
 }
 
+int
+broker_tasks_record_group (broker_tasks_t *self, const char *task_name, bool zero_variance)
+{
+    char name [BROKER_TASKS_NAME_MAX + 1];
+    s_clean_name (task_name, name);
+    s_task_t *task = (s_task_t *) zhashx_lookup (self->tasks, name);
+    if (!task)
+        return 0;               //  its results made it; dropped since: nothing to say
+    task->zero_groups = (task->zero_groups << 1) | (zero_variance? 1: 0);
+    if (task->groups < TASKS_GROUPS)
+        task->groups++;
+    if (task->groups < 32)
+        task->zero_groups &= (1u << task->groups) - 1;
+    return s_mark_dirty (self, task);
+}
+
+//  The operators list of a result document, cleaned: at most
+//  TASKS_OPERATORS entries {name, share} with a name and a share in [0, 1];
+//  NULL when there is no usable list.
+static json_t *
+s_operators (json_t *doc)
+{
+    json_t *list = json_object_get (json_object_get (json_object_get (doc, "profile"), "reference"),
+                                    "operators");
+    if (!json_is_array (list))
+        return NULL;
+    json_t *clean = json_array ();
+    size_t i;
+    json_t *op;
+    json_array_foreach (list, i, op) {
+        const char *name = json_string_value (json_object_get (op, "name"));
+        json_t *share = json_object_get (op, "share");
+        if (!name || !*name || !json_is_number (share) || !(json_number_value (share) >= 0)
+        ||  json_number_value (share) > 1)
+            continue;
+        char cut [TASKS_OPERATOR_NAME + 1];
+        common_utf8_copy (cut, sizeof cut, name);
+        json_array_append_new (clean, json_pack ("{s:s, s:f}", "name", cut, "share",
+                                                 json_number_value (share)));
+        if (json_array_size (clean) == TASKS_OPERATORS)
+            break;
+    }
+    if (json_array_size (clean) == 0) {
+        json_decref (clean);
+        return NULL;
+    }
+    return clean;
+}
+
+int
+broker_tasks_record_profile (broker_tasks_t *self, const char *task_name, json_t *doc)
+{
+    json_t *operators = s_operators (doc);
+    if (!operators)
+        return 0;
+    char name [BROKER_TASKS_NAME_MAX + 1];
+    s_clean_name (task_name, name);
+    s_task_t *task = (s_task_t *) zhashx_lookup (self->tasks, name);
+    char *text = task? json_dumps (operators, JSON_COMPACT): NULL;
+    json_decref (operators);
+    if (!task)
+        return 0;
+    if (!text)
+        return -1;
+    free (task->operators);
+    task->operators = text;
+    return s_mark_dirty (self, task);
+}
+
 //  Step a write statement and reset it; 0 or -1 (logged).
 static int
 s_step (broker_tasks_t *self, sqlite3_stmt *stmt, const char *what)
@@ -571,6 +693,12 @@ broker_tasks_flush (broker_tasks_t *self)
         sqlite3_bind_int64 (self->upsert, 3, task->updated);
         sqlite3_bind_blob (self->upsert, 4, self->blob, (int) s_encode (self, task),
                            SQLITE_STATIC);
+        sqlite3_bind_int64 (self->upsert, 5, task->groups);
+        sqlite3_bind_int64 (self->upsert, 6, task->zero_groups);
+        if (task->operators)
+            sqlite3_bind_text (self->upsert, 7, task->operators, -1, SQLITE_STATIC);
+        else
+            sqlite3_bind_null (self->upsert, 7);
         rc = s_step (self, self->upsert, "write");
         task = (s_task_t *) zlistx_next (self->dirty);
     }

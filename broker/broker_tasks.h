@@ -13,7 +13,13 @@
     compile_error), `pass_rate` (ok), `mean_speedup` (over the results with
     a speedup), `reward_mean` and `reward_var` (population, over non-null
     rewards), `statuses` (count per graded status in the window), `updated`
-    (unix seconds of the last record). What has no value is null.
+    (unix seconds of the last record), `reward_std` (the square root of
+    reward_var), `groups` (GRPO groups of the task that ended lately, at
+    most 32), `zero_variance_groups` (how many of them had every reward
+    equal: no signal), `last_group_zero_variance`, and `operators` (the
+    latest profile.reference.operators a result carried: the reference's
+    dominant operators, [{name, share}], at most 16). What has no value is
+    null.
 
     Bounded: at most BROKER_TASKS_MAX tasks; a new one past it drops the
     least recently updated (a client inventing task names cannot grow the
@@ -22,7 +28,8 @@
 
     Persisted in table `task_stats` of a SQLite file, one row per task:
         name TEXT PRIMARY KEY, attempts INTEGER, updated INTEGER,
-        results BLOB
+        results BLOB, groups INTEGER, zero_groups INTEGER, operators TEXT
+    (the last three added to a table an older broker made; NULL there)
     results: byte 0 is the format version (1), then the window oldest
     first, 17 bytes a result: the status code (1 byte: 0 ok, 1
     compile_error, 2 incorrect, 3 runtime_error, 4 timeout), the reward and
@@ -71,6 +78,17 @@ void broker_tasks_destroy (broker_tasks_t **self_p);
 //  One finished result of task. 0, or -1 (out of memory).
 int broker_tasks_record (broker_tasks_t *self, const char *task, const char *status,
                          double reward, double speedup);
+
+//  A GRPO group of task ended; zero_variance: every reward in it was equal.
+//  A task not known is left alone. 0, or -1 (out of memory).
+int broker_tasks_record_group (broker_tasks_t *self, const char *task, bool zero_variance);
+
+//  Keep the reference's operators of a result document (its
+//  profile.reference.operators: entries without a name or with a share
+//  outside [0, 1] are dropped, at most 16 kept, names cut to 128 bytes) as
+//  the task's latest. A result without them changes nothing. 0, or -1 (out
+//  of memory).
+int broker_tasks_record_profile (broker_tasks_t *self, const char *task, json_t *doc);
 
 //  Write the tasks changed since the last flush, and delete the rows of
 //  dropped ones, in one transaction (a savepoint on a shared connection).

@@ -750,11 +750,14 @@ s_print_answer (const s_options_t *opts, json_t *answer)
                                                 "CACHED", "FINISHED" };
         return s_print_items (opts, answer, "results", keys, headers, 7);
     }
+    //  The curriculum's view: pass rate, reward spread, groups without signal.
     static const char *const keys [] = { "task", "attempts", "window", "pass_rate", "compile_rate",
-                                         "mean_speedup", "reward_mean", "reward_var" };
+                                         "mean_speedup", "reward_mean", "reward_std", "groups",
+                                         "zero_variance_groups" };
     static const char *const headers [] = { "TASK", "ATTEMPTS", "WINDOW", "PASS", "COMPILE",
-                                            "SPEEDUP", "REWARD_MEAN", "REWARD_VAR" };
-    return s_print_items (opts, answer, "tasks", keys, headers, 8);
+                                            "SPEEDUP", "REWARD_MEAN", "REWARD_STD", "GROUPS",
+                                            "ZERO_VAR" };
+    return s_print_items (opts, answer, "tasks", keys, headers, 10);
 }
 
 //  --------------------------------------------------------------------------

@@ -12,6 +12,8 @@
     the last result the run waits a little for the summaries of its groups.
 */
 #include "client_submit.h"
+#include "client_extract.h"
+#include "common_task.h"
 #include "client_format.h"
 #include "client_kgym.h"
 #include "client_options.h"
@@ -53,8 +55,11 @@ typedef struct {
     uint32_t group_size;        //  --group-size N (0: not said)
     const char *trajectory;     //  --trajectory X, or NULL
     client_cache_policy_t cache;//  --cache use|refresh|bypass
+    const char *backend;        //  --backend T: the task's target instead of its own (a .py task's)
     char **paths;               //  TASK CANDIDATE...
     int npaths;                 //  entries in paths
+    char **completions;         //  --completion FILE... (model answers; argv's strings)
+    int ncompletions;           //  entries in completions
 } s_options_t;
 
 //  A job's SUBMIT options: the command line's, or a batch line's own.
@@ -70,6 +75,7 @@ typedef struct {
     const s_options_t *opts;    //  borrowed
     json_t *task;               //  command-line form: the task
     int next_path;              //  command-line form: next candidate in opts->paths
+    int next_completion;        //  command-line form: next of opts->completions
     FILE *batch;                //  batch form: the file (a copy of stdin for "-")
     size_t lineno;              //  batch form: lines read
     char *line;                 //  getline buffer
@@ -111,6 +117,7 @@ s_usage (FILE *out)
         "  --broker EP            the broker's client endpoint (e.g. tcp://host:5555);\n"
         "                         default $KGYM_BROKER\n"
         "  --timeout S            eval.timeout: seconds the runs of one job may take\n"
+        "  --backend T            the task's target (a KernelBench .py task: default cuda)\n"
         "  --seed N               eval.seed: input seed (default: fresh per job)\n"
         "  --tag T                tag echoed in results\n"
         "  --group G              GRPO group id: the broker sends the group's summary when it ends\n"
@@ -130,6 +137,9 @@ s_usage (FILE *out)
         "  --heartbeat MS         heartbeat interval towards the broker (default 1000)\n"
         "  --curve-secret FILE    own secret certificate (kgym keygen): CURVE to the broker\n"
         "  --broker-key FILE      the broker's public certificate (with --curve-secret)\n"
+        "  --completion FILE      a model's answer to a PyTorch task (repeatable): its ```python\n"
+        "                         block defining ModelNew is the candidate; an answer without one\n"
+        "                         gets its line at once (status invalid, the feedback), unsent\n"
         "  --batch FILE|-         one job per line: {\"task\", \"candidate\", \"eval\", \"reward\", \"tag\"},\n"
         "                         and optionally \"group\", \"group_size\", \"trajectory\", \"cache\";\n"
         "                         every line is checked before any is sent (a bad one: exit 2)\n"
@@ -138,49 +148,18 @@ s_usage (FILE *out)
 }
 
 //  Load a JSON file of at most SUBMIT_MAX_FILE bytes.
+//  A task or candidate file: JSON, or a KernelBench-format .py module (a
+//  task for target, default "cuda"; docs/pytorch-tasks.md).
 static json_t *
-s_load_json (const char *path, char *err, size_t errlen)
+s_load_json (const char *path, bool is_task, const char *target, char *err, size_t errlen)
 {
-    FILE *file = fopen (path, "rb");
-    if (!file) {
-        snprintf (err, errlen, "cannot read %s: %s", path, strerror (errno));
-        return NULL;
+    json_t *json = common_task_file_load (path, is_task, target? target: "cuda", SUBMIT_MAX_FILE,
+                                          err, errlen);
+    if (json && !json_is_object (json)) {
+        snprintf (err, errlen, "%s: not a JSON object", path);
+        json_decref (json);
+        json = NULL;
     }
-    struct stat st;
-    if (fstat (fileno (file), &st) == 0 && S_ISREG (st.st_mode)
-    &&  (uint64_t) st.st_size > SUBMIT_MAX_FILE) {
-        snprintf (err, errlen, "%s is larger than %u MiB", path, SUBMIT_MAX_FILE >> 20);
-        fclose (file);
-        return NULL;
-    }
-    char *data = (char *) malloc (SUBMIT_MAX_FILE + 1);
-    if (!data) {
-        snprintf (err, errlen, "out of memory reading %s", path);
-        fclose (file);
-        return NULL;
-    }
-    size_t size = fread (data, 1, SUBMIT_MAX_FILE + 1, file);
-    bool failed = ferror (file);
-    fclose (file);
-    json_t *json = NULL;
-    if (failed)
-        snprintf (err, errlen, "cannot read %s", path);
-    else
-    if (size > SUBMIT_MAX_FILE)
-        snprintf (err, errlen, "%s is larger than %u MiB", path, SUBMIT_MAX_FILE >> 20);
-    else {
-        json_error_t error;
-        json = json_loadb (data, size, JSON_REJECT_DUPLICATES, &error);
-        if (!json)
-            snprintf (err, errlen, "%s:%d: %s", path, error.line, error.text);
-        else
-        if (!json_is_object (json)) {
-            snprintf (err, errlen, "%s: not a JSON object", path);
-            json_decref (json);
-            json = NULL;
-        }
-    }
-    free (data);
     return json;
 }
 
@@ -207,7 +186,7 @@ s_batch_task (s_source_t *self, json_t *task, char *err, size_t errlen)
     json_t *cached = (json_t *) zhashx_lookup (self->tasks, path);
     if (cached)
         return json_incref (cached);
-    json_t *loaded = s_load_json (path, err, errlen);
+    json_t *loaded = s_load_json (path, true, self->opts->backend, err, errlen);
     if (loaded && zhashx_size (self->tasks) < SUBMIT_TASK_CACHE)
         zhashx_insert (self->tasks, path, json_incref (loaded));
     return loaded;
@@ -358,7 +337,7 @@ s_next_batch (s_source_t *self, json_t **job, char **label, s_jobopts_t *jobopts
                 cand = json_incref (candidate);
             else
             if (json_is_string (candidate))
-                cand = s_load_json (json_string_value (candidate), why, sizeof (why));
+                cand = s_load_json (json_string_value (candidate), false, NULL, why, sizeof (why));
             else
                 snprintf (why, sizeof (why), "\"candidate\" must be a path or an object");
         }
@@ -384,8 +363,70 @@ s_next_batch (s_source_t *self, json_t **job, char **label, s_jobopts_t *jobopts
     }
 }
 
-//  Next job of either form and its SUBMIT options: 1, 0 at the end, -1
-//  with a reason.
+//  A file's text (at most SUBMIT_MAX_FILE bytes, to free); NULL with a reason.
+static char *
+s_load_text (const char *path, char *err, size_t errlen)
+{
+    FILE *file = fopen (path, "rb");
+    if (!file) {
+        snprintf (err, errlen, "cannot read %s: %s", path, strerror (errno));
+        return NULL;
+    }
+    char *data = (char *) malloc (SUBMIT_MAX_FILE + 1);
+    size_t size = data? fread (data, 1, SUBMIT_MAX_FILE + 1, file): 0;
+    bool failed = !data || ferror (file);
+    fclose (file);
+    if (failed || size > SUBMIT_MAX_FILE) {
+        snprintf (err, errlen, failed? "cannot read %s": "%s is larger than 16 MiB", path);
+        free (data);
+        return NULL;
+    }
+    data [size] = 0;
+    if (strlen (data) != size) {
+        snprintf (err, errlen, "%s holds a NUL byte: not a model's text", path);
+        free (data);
+        return NULL;
+    }
+    return data;
+}
+
+//  The next --completion as a job (1), or as the result that answers it
+//  here when it holds no gradable answer (2: *job is that result, never
+//  sent). -1 with a reason when the file cannot be read or the task takes
+//  no Python answer.
+static int
+s_next_completion (s_source_t *self, json_t **job, char **label, char *err, size_t errlen)
+{
+    const char *path = self->opts->completions [self->next_completion++];
+    const char *entry = client_extract_entry (self->task);
+    if (!entry) {
+        snprintf (err, errlen, "--completion reads the Python answers of PyTorch tasks, and %s is "
+                  "a C/CUDA task: give candidate JSON files (the Python client's kgym.extract "
+                  "reads C/CUDA answers)", self->opts->paths [0]);
+        return -1;
+    }
+    char *text = s_load_text (path, err, errlen);
+    if (!text)
+        return -1;
+    char problem [512], feedback [1024];
+    json_t *candidate = client_extract_python (text, entry, problem, sizeof problem);
+    free (text);
+    *label = strdup (path);
+    if (!candidate) {
+        //  Said as a result, like the Python client's error="extract".
+        client_extract_feedback (problem, feedback, sizeof feedback);
+        const char *name = json_string_value (json_object_get (self->task, "name"));
+        *job = json_pack ("{s:s, s:n, s:n, s:s, s:s, s:s, s:s?}", "status", "invalid", "reward",
+                          "speedup", "message", problem, "feedback", feedback, "error", "extract",
+                          "task", name);
+        return *job? 2: -1;
+    }
+    *job = s_make_job (self->opts, json_incref (self->task), candidate, NULL, err, errlen);
+    return *job? 1: -1;
+}
+
+//  Next job of either form and its SUBMIT options: 1, 2 for a result
+//  answered here (s_next_completion), 0 at the end, -1 with a reason.
 static int
 s_source_next (s_source_t *self, json_t **job, char **label, s_jobopts_t *jobopts,
                char *err, size_t errlen)
@@ -393,10 +434,12 @@ s_source_next (s_source_t *self, json_t **job, char **label, s_jobopts_t *jobopt
     if (self->batch)
         return s_next_batch (self, job, label, jobopts, err, errlen);
     s_jobopts_default (self->opts, jobopts);
+    if (self->next_path >= self->opts->npaths && self->next_completion < self->opts->ncompletions)
+        return s_next_completion (self, job, label, err, errlen);
     if (self->next_path >= self->opts->npaths)
         return 0;
     const char *path = self->opts->paths [self->next_path++];
-    json_t *candidate = s_load_json (path, err, errlen);
+    json_t *candidate = s_load_json (path, false, NULL, err, errlen);
     if (!candidate)
         return -1;
     *label = strdup (path);
@@ -409,6 +452,7 @@ static int
 s_source_rewind (s_source_t *self, char *err, size_t errlen)
 {
     self->next_path = 1;
+    self->next_completion = 0;
     self->lineno = 0;
     if (self->batch && fseek (self->batch, 0, SEEK_SET)) {
         snprintf (err, errlen, "cannot read %s again: %s", self->opts->batch, strerror (errno));
@@ -474,7 +518,9 @@ s_source_open (s_source_t *self, const s_options_t *opts, char *err, size_t errl
     memset (self, 0, sizeof (*self));
     self->opts = opts;
     if (!opts->batch) {
-        self->task = s_load_json (opts->paths [0], err, errlen);
+        self->task = s_load_json (opts->paths [0], true, opts->backend, err, errlen);
+        if (self->task && opts->backend)
+            json_object_set_new (self->task, "backend", json_string (opts->backend));
         self->next_path = 1;
         if (!self->task)
             return -1;
@@ -640,6 +686,8 @@ s_parse (int argc, char **argv, s_options_t *opts)
         { "group-size", required_argument, NULL, 'N' },
         { "trajectory", required_argument, NULL, 'X' },
         { "cache", required_argument, NULL, 'C' },
+        { "backend", required_argument, NULL, 'b' },
+        { "completion", required_argument, NULL, 'M' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
@@ -653,6 +701,9 @@ s_parse (int argc, char **argv, s_options_t *opts)
         if (taken)
             continue;
         switch (opt) {
+            case 'b':
+                opts->backend = optarg;
+                break;
             case 'c':
                 if (client_options_real ("submit", "--connect-timeout", optarg, 0, true, 86400,
                                          "seconds", &opts->connect_timeout_s))
@@ -731,6 +782,17 @@ s_parse (int argc, char **argv, s_options_t *opts)
             case 'B':
                 opts->batch = optarg;
                 break;
+            case 'M': {
+                char **grown = (char **) realloc (opts->completions,
+                                                  (size_t) (opts->ncompletions + 1) * sizeof (char *));
+                if (!grown) {
+                    fprintf (stderr, "kgym submit: out of memory\n");
+                    return 2;
+                }
+                opts->completions = grown;
+                opts->completions [opts->ncompletions++] = optarg;
+                break;
+            }
             case 'h':
                 s_usage (stdout);
                 return 1;
@@ -747,12 +809,13 @@ s_parse (int argc, char **argv, s_options_t *opts)
         fprintf (stderr, "kgym submit: --group-size goes with --group\n");
         return 2;
     }
-    if (opts->batch && opts->npaths > 0) {
-        fprintf (stderr, "kgym submit: --batch takes no TASK or CANDIDATE arguments\n");
+    if (opts->batch && (opts->npaths > 0 || opts->ncompletions)) {
+        fprintf (stderr, "kgym submit: --batch takes no TASK, CANDIDATE or --completion\n");
         return 2;
     }
-    if (!opts->batch && opts->npaths < 2) {
-        fprintf (stderr, "kgym submit: needs TASK and at least one CANDIDATE (or --batch)\n");
+    if (!opts->batch && opts->npaths < 1 + (opts->ncompletions? 0: 1)) {
+        fprintf (stderr, "kgym submit: needs TASK and at least one CANDIDATE or --completion "
+                 "(or --batch)\n");
         return 2;
     }
     return 0;
@@ -804,6 +867,29 @@ s_print_result (s_run_t *run, const s_options_t *opts, uint64_t ref, json_t *res
     s_count_failure (run, result);
     zstr_free (&run->labels [ref]);
     run->inflight--;
+    run->done++;
+    return rc;
+}
+
+//  The line of a result made here, for a job never sent. 0, or -1 with a
+//  reason when stdout fails.
+static int
+s_print_local (s_run_t *run, const s_options_t *opts, const char *label, json_t *result,
+               char *err, size_t errlen)
+{
+    json_t *line = client_result_line (result, label);
+    char *text = line? json_dumps (line, JSON_COMPACT): NULL;
+    json_decref (line);
+    if (opts->table)
+        client_format_profile (result, label, opts->json_lines? stderr: stdout);
+    int rc = 0;
+    if (!text || ((!opts->table || opts->json_lines) && printf ("%s\n", text) < 0) || fflush (stdout)) {
+        snprintf (err, errlen, "cannot write the result of %s", label);
+        rc = -1;
+    }
+    free (text);
+    s_count_failure (run, result);
+    run->submitted++;
     run->done++;
     return rc;
 }
@@ -956,6 +1042,13 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
                     rc = -1;
                 break;
             }
+            if (got == 2) {
+                //  Answered here (a completion without a gradable answer): its line now.
+                rc = s_print_local (run, opts, label, job, err, errlen);
+                free (label);
+                json_decref (job);
+                continue;
+            }
             uint64_t ref = next_ref++;
             if (s_label_set (run, ref, label)) {
                 snprintf (err, errlen, "out of memory");
@@ -1098,5 +1191,6 @@ client_submit_main (int argc, char **argv)
     zhashx_destroy (&run.groups);
     zhashx_destroy (&run.noticed);
     s_source_close (&source);
+    free (opts.completions);
     return rc? 1: 0;
 }

@@ -4,8 +4,13 @@
                 [--connect-timeout S] [--broker-timeout S] [--deadline S] [--client-id ID]
                 [--heartbeat MS] [--curve-secret FILE --broker-key FILE]
                 [--group G [--group-size N]] [--trajectory X] [--cache use|refresh|bypass]
-                TASK CANDIDATE...
+                TASK CANDIDATE... [--completion FILE]...
     kgym submit --broker EP [same options] --batch FILE|-
+
+    --completion FILE (repeatable) is a model's answer to the PyTorch task
+    TASK: its ```python block defining ModelNew becomes the candidate
+    (client_extract); an answer without one gets its line at once, status
+    invalid with the feedback and "error": "extract", and is never sent.
 
     --broker defaults to $KGYM_BROKER. Every job is read and checked
     before the first is sent (a batch from stdin is kept in a temporary

@@ -20,9 +20,9 @@ static void
 s_usage (FILE *out)
 {
     fprintf (out,
-        "usage: kgym eval [--timeout S] [--seed N] [--trials N] [--check-only] [--no-profile]\n"
-        "                 [--cache PATH] [--profile [--json]] [--backend TARGET] [--python PATH]\n"
-        "                 TASK CANDIDATE...\n"
+        "usage: kgym eval [--timeout S] [--compile-timeout S] [--seed N] [--trials N] [--check-only]\n"
+        "                 [--no-profile] [--cache PATH] [--profile [--json]] [--backend TARGET]\n"
+        "                 [--python PATH] TASK CANDIDATE...\n"
         "  TASK and CANDIDATE are JSON files, or KernelBench-format .py modules (a PyTorch task\n"
         "  runs on --backend, by default the GPU when there is one, else the CPU; --python\n"
         "  names the interpreter with torch, default $KGYM_PYTHON or /usr/bin/python3)\n"
@@ -47,7 +47,8 @@ static int
 s_parse (int argc, char **argv, s_options_t *opts)
 {
     static struct option options[] = {
-        { "timeout", required_argument, 0, 't' }, { "seed", required_argument, 0, 's' },
+        { "timeout", required_argument, 0, 't' }, { "compile-timeout", required_argument, 0, 'C' },
+        { "seed", required_argument, 0, 's' },
         { "trials", required_argument, 0, 'n' }, { "check-only", no_argument, 0, 'k' },
         { "cache", required_argument, 0, 'c' }, { "profile", no_argument, 0, 'p' },
         { "json", no_argument, 0, 'j' }, { "no-profile", no_argument, 0, 'P' },
@@ -69,6 +70,13 @@ s_parse (int argc, char **argv, s_options_t *opts)
                                          CLIENT_OPTIONS_MAX_TIMEOUT, "seconds", &seconds))
                     return 2;
                 json_object_set_new (opts->eval, "timeout", json_real (seconds));
+                break;
+            case 'C':
+                //  The task format's bound on a compile (docs/task-format.md).
+                if (client_options_real ("eval", "--compile-timeout", optarg, 0, true, 600,
+                                         "seconds", &seconds))
+                    return 2;
+                json_object_set_new (opts->eval, "compile_timeout", json_real (seconds));
                 break;
             case 's':
                 if (client_options_int ("eval", "--seed", optarg, 0, INT64_MAX, &number))

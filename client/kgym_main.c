@@ -3,6 +3,8 @@
     kgym eval    [--timeout S] [--seed N] TASK CANDIDATE...   grade locally, no servers
     kgym submit  --broker EP [--timeout S] TASK CANDIDATE...  grade through a broker
     kgym compile [--arch sm_XX] TASK CANDIDATE...            compile only
+    kgym import  kernelbench [--out DIR] [--check] PATH...   datasets become task files
+    kgym prompt  [--lang L] [--format F] TASK                the policy's prompt for a task
     kgym demo                                                the bundled examples, end to end
     kgym cache   stats|clear [--cache PATH]                  the compile cache
     kgym workers|stats|job|jobs|results|tasks --broker EP    what the broker knows
@@ -15,10 +17,12 @@
 
     A thin main: it picks the subcommand and hands over to its module
     (kgym_eval, kgym_cache, kgym_compile, kgym_demo, client_submit,
-    client_query, client_admin).
+    client_query, client_admin, client_import, client_prompt).
 */
 #include "worker_registry.h"
 #include "client_submit.h"
+#include "client_import.h"
+#include "client_prompt.h"
 #include "client_admin.h"
 #include "client_query.h"
 #include "common_log.h"
@@ -50,6 +54,12 @@ s_usage (FILE *out)
         "          broker's cache answered has \"cached\": true)\n"
         "  compile [--arch sm_XX] [--cache PATH] TASK CANDIDATE...\n"
         "          compile without running; JSON lines with status, log and cache key\n"
+        "  import  kernelbench [--out DIR] [--check] [--backend T] [--dtype D] [--kernel K] PATH...\n"
+        "          KernelBench-format problems (.py, JSON lines with \"code\", folders) become\n"
+        "          task files; one JSON line per problem, a summary on stderr\n"
+        "  prompt  [--lang triton|cuda|c|ptx] [--format text|json|chat] [--gpu NAME]\n"
+        "          [--feedback RESULT.json] TASK\n"
+        "          the policy's prompt for a task (the wording kgym.prompt uses too)\n"
         "  demo    [--workers N] [--examples DIR] [--backend TARGET] [--timeout S]\n"
         "          start a broker and local workers, grade the bundled examples, print a table\n"
         "          (exit 1 when a candidate misses its expected status)\n"
@@ -112,6 +122,10 @@ main (int argc, char **argv)
         return client_query_main (argc - 1, argv + 1);
     if (streq (command, "drain") || streq (command, "fetch") || streq (command, "keygen"))
         return client_admin_main (argc - 1, argv + 1);
+    if (streq (command, "prompt"))
+        return client_prompt_main (argc - 1, argv + 1);
+    if (streq (command, "import"))
+        return client_import_main (argc - 1, argv + 1);
     if (streq (command, "compile"))
         return kgym_compile_main (argc - 1, argv + 1);
     if (streq (command, "version") || streq (command, "--version")) {

@@ -2,9 +2,11 @@
 """A GRPO-style training loop against kgym, with no model.
 
 The "policy" is a softmax over each task's bundled candidates
-(examples/cpu/<task>/candidates): every step it samples a group of G
-candidates per task, renders each as a model-style completion (a fenced
-code block plus a ```json launch plan), grades them all through a kgym
+(examples/cpu/<task>/candidates). Each task's prompt is what a model would
+be shown (kgym.prompt: the instruction, reference, shapes, target and the
+answer format); every step the policy samples a group of G candidates per
+task and renders each as a completion in that answer format (a fenced code
+block plus a ```json launch plan), grades them all through a kgym
 broker, computes group-normalised advantages (reward - group mean) / group
 std, drops zero-variance groups (DAPO's dynamic sampling: every member
 equal, no signal), and takes a REINFORCE step on the logits. Samples whose
@@ -79,6 +81,8 @@ def main(argv=None):
     ap.add_argument("--timed", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="one JSON object per step on stdout")
+    ap.add_argument("--show-prompt", action="store_true", help="print the first task's prompt "
+                    "(what a model would be shown) before the first step")
     args = ap.parse_args(argv)
     if not args.local and not args.broker:
         ap.error("say where the broker is: --broker tcp://host:5555 (or $KGYM_BROKER), or --local")
@@ -87,7 +91,11 @@ def main(argv=None):
     if not tasks:
         ap.error("no tasks (are the bundled examples there?)")
     pools = {t: kgym.example_candidates(t) for t in tasks}
-    lang = {t: "cuda" if t.startswith("cuda/") else "c" for t in tasks}
+    # What a model would be shown per task, and the fence its answer must use.
+    prompts = {t: kgym.prompt(t, format="json", gpu=None) for t in tasks}
+    lang = {t: prompts[t]["answer"] for t in tasks}
+    if args.show_prompt:
+        print(kgym.prompt(tasks[0], gpu=None), file=sys.stderr if args.json else sys.stdout)
     logits = {t: {c: 0.0 for c in pools[t]} for t in tasks}
     rng = random.Random(args.seed)
 
@@ -117,7 +125,11 @@ def main(argv=None):
             for t in chosen:
                 for name in softmax_sample(rng, logits[t], args.group_size):
                     batch.append((t, name))
-                    items.append({"task": t, "candidate": as_completion(pools[t][name], lang[t]),
+                    # A chat rollout: the prompt's messages, then the policy's answer.
+                    messages = [{"role": "system", "content": prompts[t]["system"]},
+                                {"role": "user", "content": prompts[t]["user"]},
+                                {"role": "assistant", "content": as_completion(pools[t][name], lang[t])}]
+                    items.append({"task": t, "candidate": messages,
                                   "group": "%d:%s" % (step, t), "group_size": args.group_size,
                                   "tag": name})
             t0 = time.monotonic()
@@ -162,6 +174,7 @@ def main(argv=None):
                 "reward_mean": round(mean, 4), "reward_std": round(std, 4),
                 "pass_rate": round(sum(1 for r in results if r.ok) / len(results), 4),
                 "groups": len(chosen), "dead_groups": dead, "kept": kept,
+                "prompt_chars": sum(len(prompts[t]["system"]) + len(prompts[t]["user"]) for t in chosen),
                 "masked": sum(1 for r in results if r.reward is None),
                 "broker_dead_groups": broker_dead,
                 # Repeats of a candidate are answered by the broker, not graded again.

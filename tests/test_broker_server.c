@@ -994,15 +994,10 @@ s_submit_job (zsock_t *client, uint64_t ref, zframe_t *body, const char *tag, co
     return s_submit_options (client, ref, body, "", tag, group, group_size, "", cache);
 }
 
-//  A worker's RESULT with a msgpack result body; a reward or speedup of NAN
-//  is null.
+//  A worker's RESULT whose body is result, msgpack-encoded (taken).
 static void
-s_send_graded (zsock_t *worker, proto_msg_t *job, const char *status, double reward, double speedup)
+s_send_doc (zsock_t *worker, proto_msg_t *job, const char *status, json_t *result)
 {
-    json_t *result = json_pack ("{s:s, s:o, s:o, s:s}", "status", status,
-                                "reward", isnan (reward)? json_null (): json_real (reward),
-                                "speedup", isnan (speedup)? json_null (): json_real (speedup),
-                                "message", "");
     char *data;
     size_t size;
     ck_assert_int_eq (proto_mpk_encode (result, &data, &size), 0);
@@ -1016,6 +1011,17 @@ s_send_graded (zsock_t *worker, proto_msg_t *job, const char *status, double rew
     proto_msg_set_body (msg, &frame);
     ck_assert_int_eq (proto_msg_send (msg, worker), 0);
     proto_msg_destroy (&msg);
+}
+
+//  A worker's RESULT with a msgpack result body; a reward or speedup of NAN
+//  is null.
+static void
+s_send_graded (zsock_t *worker, proto_msg_t *job, const char *status, double reward, double speedup)
+{
+    s_send_doc (worker, job, status, json_pack ("{s:s, s:o, s:o, s:s}", "status", status,
+                                                "reward", isnan (reward)? json_null (): json_real (reward),
+                                                "speedup", isnan (speedup)? json_null (): json_real (speedup),
+                                                "message", ""));
 }
 
 static json_t *
@@ -1356,11 +1362,25 @@ START_TEST (test_cancel_queries_groups_and_task_statistics)
     ck_assert_str_eq (json_string_value (json_object_get (json_object_get (answer, "job"), "group")), "g?");
     json_decref (answer);
     msg = s_expect (worker, PROTO_JOB);
-    s_send_graded (worker, msg, "ok", 1.0, 1.0);
+    //  Its result carries the reference's operators (as PyTorch tasks' do).
+    s_send_doc (worker, msg, "ok", json_pack ("{s:s, s:f, s:f, s:s, s:{s:{s:[{s:s, s:f}]}}}",
+        "status", "ok", "reward", 1.0, "speedup", 1.0, "message", "", "profile", "reference",
+        "operators", "name", "aten::gelu", "share", 0.9));
     proto_msg_destroy (&msg);
     json_decref (s_next_result (client, &ref, NULL));
     msg = s_expect (client, PROTO_SUMMARY);             //  its group ends with it
     proto_msg_destroy (&msg);
+    //  Curriculum signals of gelu: two groups ended (g1's rewards differ, a
+    //  group of one has no spread), and the latest operators.
+    answer = s_query (client, json_pack ("{s:s}", "what", "tasks"), 0);
+    task = json_array_get (json_object_get (answer, "tasks"), 0);
+    ck_assert_int_eq (s_path_int (task, "groups", NULL), 2);
+    ck_assert_int_eq (s_path_int (task, "zero_variance_groups", NULL), 1);
+    ck_assert (json_is_true (json_object_get (task, "last_group_zero_variance")));
+    json_t *op = json_array_get (json_object_get (task, "operators"), 0);
+    ck_assert_str_eq (json_string_value (json_object_get (op, "name")), "aten::gelu");
+    ck_assert_double_eq_tol (json_number_value (json_object_get (op, "share")), 0.9, 1e-9);
+    json_decref (answer);
 
     //  Bad queries get a reason, and the broker serves on.
     s_query_raw (client, 77, "\xc0", 1, PROTO_ERR_MALFORMED);

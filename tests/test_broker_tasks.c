@@ -4,7 +4,10 @@
     rows that reload identically (and in the documented format), flushes
     that write only what changed, the bound on tasks, names, and the
     broker's exclusively locked job file (refused to a second connection,
-    shared through broker_tasks_new_shared).  */
+    shared through broker_tasks_new_shared); for curriculum sampling, the
+    reward spread, the task's recent GRPO groups (zero-variance ones
+    counted) and the latest reference operators of its results, kept
+    across a restart and added to a table an older broker wrote.  */
 #include "testutil.h"
 #include "broker_tasks.h"
 #include "broker_store.h"
@@ -146,7 +149,7 @@ START_TEST (test_rates_over_a_window)
     s_assert_statuses (stats, "2 1 1 1 1");
     ck_assert_int_ge (s_int (stats, "updated"), before);
     ck_assert_int_le (s_int (stats, "updated"), after);
-    ck_assert_uint_eq (json_object_size (stats), 10);
+    ck_assert_uint_eq (json_object_size (stats), 15);
     json_decref (stats);
 
     stats = broker_tasks_get (tasks, "other");
@@ -420,10 +423,13 @@ START_TEST (test_flush_writes_only_dirty_tasks)
     ck_assert_int_eq (s_count_rows (peek), 4);
 
     //  A row that does not parse is skipped at load, the others load.
-    s_sql (peek, "INSERT INTO task_stats VALUES ('broken', 1, 0, x'0200')");
-    s_sql (peek, "INSERT INTO task_stats VALUES ('bad-status', 1, 0,"
+    s_sql (peek, "INSERT INTO task_stats (name, attempts, updated, results)"
+                 " VALUES ('broken', 1, 0, x'0200')");
+    s_sql (peek, "INSERT INTO task_stats (name, attempts, updated, results)"
+                 " VALUES ('bad-status', 1, 0,"
                  " x'010900000000000000000000000000000000')");
-    s_sql (peek, "INSERT INTO task_stats VALUES ('text', 1, 0, '[]')");
+    s_sql (peek, "INSERT INTO task_stats (name, attempts, updated, results)"
+                 " VALUES ('text', 1, 0, '[]')");
     broker_tasks_destroy (&tasks);
     tasks = s_new (8, s_path);
     ck_assert_uint_eq (broker_tasks_size (tasks), 4);
@@ -564,6 +570,117 @@ START_TEST (test_locked_file_and_shared_connection)
 }
 END_TEST
 
+//  A result document whose profile names the reference's operators.
+static json_t *
+s_profiled (const char *ops_json)
+{
+    json_t *ops = json_loads (ops_json, 0, NULL);
+    ck_assert_ptr_nonnull (ops);
+    return json_pack ("{s:s, s:{s:{s:o}}}", "status", "ok", "profile", "reference", "operators", ops);
+}
+
+START_TEST (test_curriculum_signals)
+{
+    broker_tasks_t *tasks = s_new (8, NULL);
+    s_record (tasks, "gemm", "ok", 1.0, 1.0);
+    s_record (tasks, "gemm", "incorrect", -0.5, NAN);
+    json_t *stats = broker_tasks_get (tasks, "gemm");
+    s_assert_near (stats, "reward_std", 0.75);
+    ck_assert_int_eq (s_int (stats, "groups"), 0);
+    s_assert_null (stats, "last_group_zero_variance");
+    s_assert_null (stats, "operators");
+    json_decref (stats);
+
+    //  Groups: the newest first; at most 32 remembered.
+    ck_assert_int_eq (broker_tasks_record_group (tasks, "gemm", true), 0);
+    ck_assert_int_eq (broker_tasks_record_group (tasks, "gemm", false), 0);
+    ck_assert_int_eq (broker_tasks_record_group (tasks, "gemm", true), 0);
+    stats = broker_tasks_get (tasks, "gemm");
+    ck_assert_int_eq (s_int (stats, "groups"), 3);
+    ck_assert_int_eq (s_int (stats, "zero_variance_groups"), 2);
+    ck_assert (json_is_true (json_object_get (stats, "last_group_zero_variance")));
+    json_decref (stats);
+    for (int i = 0; i < 40; i++)
+        broker_tasks_record_group (tasks, "gemm", i >= 30);      //  the last 10 dead
+    stats = broker_tasks_get (tasks, "gemm");
+    ck_assert_int_eq (s_int (stats, "groups"), 32);
+    ck_assert_int_eq (s_int (stats, "zero_variance_groups"), 10);
+    json_decref (stats);
+    //  A group of a task without results says nothing.
+    ck_assert_int_eq (broker_tasks_record_group (tasks, "unknown", true), 0);
+    ck_assert_ptr_null (broker_tasks_get (tasks, "unknown"));
+
+    //  Operators: the latest usable list, cleaned; a result without one keeps it.
+    json_t *doc = s_profiled ("[{\"name\": \"aten::mm\", \"share\": 0.75},"
+                              " {\"name\": \"aten::relu\", \"share\": 0.25},"
+                              " {\"name\": \"bad share\", \"share\": 1.5},"
+                              " {\"share\": 0.1}, \"junk\"]");
+    ck_assert_int_eq (broker_tasks_record_profile (tasks, "gemm", doc), 0);
+    json_decref (doc);
+    doc = json_pack ("{s:s, s:n}", "status", "ok", "profile");
+    ck_assert_int_eq (broker_tasks_record_profile (tasks, "gemm", doc), 0);
+    json_decref (doc);
+    stats = broker_tasks_get (tasks, "gemm");
+    char *ops = json_dumps (json_object_get (stats, "operators"), JSON_COMPACT);
+    ck_assert_str_eq (ops, "[{\"name\":\"aten::mm\",\"share\":0.75},"
+                           "{\"name\":\"aten::relu\",\"share\":0.25}]");
+    free (ops);
+    json_decref (stats);
+    //  At most 16 kept.
+    char many [4096] = "[";
+    for (int i = 0; i < 20; i++)
+        snprintf (many + strlen (many), sizeof many - strlen (many),
+                  "%s{\"name\": \"op%d\", \"share\": 0.05}", i? ", ": "", i);
+    strcat (many, "]");
+    doc = s_profiled (many);
+    broker_tasks_record_profile (tasks, "gemm", doc);
+    json_decref (doc);
+    stats = broker_tasks_get (tasks, "gemm");
+    ck_assert_uint_eq (json_array_size (json_object_get (stats, "operators")), 16);
+    json_decref (stats);
+    broker_tasks_destroy (&tasks);
+}
+END_TEST
+
+//  Groups and operators survive a restart; a table an older broker wrote
+//  (without their columns) is upgraded in place and keeps its rows.
+START_TEST (test_curriculum_signals_persist_and_upgrade)
+{
+    sqlite3 *db = NULL;
+    ck_assert_int_eq (sqlite3_open (s_path, &db), SQLITE_OK);
+    s_sql (db, "CREATE TABLE task_stats (name TEXT PRIMARY KEY, attempts INTEGER NOT NULL,"
+               " updated INTEGER NOT NULL, results BLOB NOT NULL)");
+    //  One ok result, reward 1.0 and speedup 1.0, in the row format of the header.
+    s_sql (db, "INSERT INTO task_stats VALUES ('old', 1, 100,"
+               " X'0100000000000000F03F000000000000F03F')");
+    sqlite3_close (db);
+
+    broker_tasks_t *tasks = s_new (4, s_path);
+    json_t *stats = broker_tasks_get (tasks, "old");
+    ck_assert_ptr_nonnull (stats);
+    s_assert_near (stats, "pass_rate", 1.0);
+    s_assert_near (stats, "reward_mean", 1.0);
+    ck_assert_int_eq (s_int (stats, "groups"), 0);
+    json_decref (stats);
+    broker_tasks_record_group (tasks, "old", true);
+    broker_tasks_record_group (tasks, "old", false);
+    json_t *doc = s_profiled ("[{\"name\": \"aten::softmax\", \"share\": 1.0}]");
+    broker_tasks_record_profile (tasks, "old", doc);
+    json_decref (doc);
+    char *before = s_dump (broker_tasks_list (tasks, false, 0, 0, 0));
+    broker_tasks_destroy (&tasks);
+
+    tasks = s_new (4, s_path);
+    char *after = s_dump (broker_tasks_list (tasks, false, 0, 0, 0));
+    ck_assert_str_eq (after, before);
+    ck_assert (strstr (after, "\"zero_variance_groups\":1"));
+    ck_assert (strstr (after, "aten::softmax"));
+    broker_tasks_destroy (&tasks);
+    free (before);
+    free (after);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -575,6 +692,7 @@ main (void)
     tcase_add_test (memory, test_invalid_and_internal_error_count_only_in_attempts);
     tcase_add_test (memory, test_band_filter);
     tcase_add_test (memory, test_names_empty_long_and_invalid);
+    tcase_add_test (memory, test_curriculum_signals);
     suite_add_tcase (suite, memory);
     TCase *file = tcase_create ("file");
     tcase_add_checked_fixture (file, s_setup, s_teardown);
@@ -582,6 +700,7 @@ main (void)
     tcase_add_test (file, test_flush_writes_only_dirty_tasks);
     tcase_add_test (file, test_task_count_is_bounded);
     tcase_add_test (file, test_locked_file_and_shared_connection);
+    tcase_add_test (file, test_curriculum_signals_persist_and_upgrade);
     suite_add_tcase (suite, file);
     return testutil_run_suite (suite);
 }

@@ -11,6 +11,7 @@
 #include "proto_curve.h"
 #include "common_log.h"
 #include "kgym_config.h"
+#include "worker_registry.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -175,6 +176,7 @@ START_TEST (test_bad_numbers_are_usage_errors)
         { "eval", "--seed", "12x", "t.json", "c.json" },
         { "eval", "--trials", "2.5", "t.json", "c.json" },
         { "eval", "--timeout", "-1", "t.json", "c.json" },
+        { "eval", "--compile-timeout", "601", "t.json", "c.json" },
         { "submit", "--broker", "tcp://127.0.0.1:9", "--seed", "abc", "t.json", "c.json" },
         { "submit", "--broker", "tcp://127.0.0.1:9", "--deadline", "0", "t.json", "c.json" },
         { "submit", "--broker", "tcp://127.0.0.1:9", "--window", "1e3", "t.json", "c.json" },
@@ -186,7 +188,8 @@ START_TEST (test_bad_numbers_are_usage_errors)
         { "demo", "--workers", "two" },
         { "compile", "--timeout", "forever", "t.json", "c.json" },
     };
-    const char *options [] = { "--seed", "--seed", "--trials", "--timeout", "--seed", "--deadline",
+    const char *options [] = { "--seed", "--seed", "--trials", "--timeout", "--compile-timeout",
+                               "--seed", "--deadline",
                                "--window", "--limit", "--min-attempts", "--band", "--watch", "--job",
                                "--workers", "--timeout" };
     for (size_t i = 0; i < sizeof cases / sizeof cases [0]; i++) {
@@ -548,6 +551,61 @@ START_TEST (test_demo_exit_status_follows_the_expected_statuses)
 }
 END_TEST
 
+START_TEST (test_demo_grades_the_pool_for_its_target)
+{
+    //  A pool of one task (the bundled ReLU's CPU form) with a right and a
+    //  wrong expectation; a candidate listed for the GPU only is not graded.
+    const char *dirs [] = { "examples", "examples/pytorch", "examples/pytorch/relu",
+                            "examples/pytorch/relu/candidates" };
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs [0]; i++) {
+        char *dir = s_path (dirs [i]);
+        ck_assert_int_eq (mkdir (dir, 0700), 0);
+        zstr_free (&dir);
+    }
+    const char *copies [][2] = {
+        { "examples/pytorch/l1_relu/task.cpu.json", "examples/pytorch/relu/task.cpu.json" },
+        { "examples/pytorch/l1_relu/candidates/torch_naive.json",
+          "examples/pytorch/relu/candidates/torch_naive.json" },
+        { "examples/pytorch/l1_gelu/candidates/syntax_error.json",
+          "examples/pytorch/relu/candidates/syntax_error.json" },
+        { "examples/pytorch/l1_relu/candidates/triton_naive.json",
+          "examples/pytorch/relu/candidates/triton_naive.json" },
+    };
+    for (size_t i = 0; i < sizeof copies / sizeof copies [0]; i++) {
+        json_t *json = testutil_load_json (copies [i][0]);
+        char *path = s_path (copies [i][1]);
+        ck_assert_int_eq (json_dump_file (json, path, 0), 0);
+        zstr_free (&path);
+        json_decref (json);
+    }
+    char *file = s_file ("examples/pytorch/relu/expected.json",
+        "{\"cpu\": {\"eval\": {\"timeout\": 60}, \"torch_naive\": \"ok\", \"syntax_error\": \"ok\"},"
+        " \"cuda\": {\"triton_naive\": \"ok\"}}");
+    char *examples = s_path ("examples");
+    char *out, *err;
+    int rc = testutil_kgym (s_dir, &out, &err, "demo", "--backend", "cpu", "--examples", examples,
+                            NULL);
+    if (worker_registry_find ("cpu", "python")) {
+        ck_assert_msg (rc == 1, "one missed status: exit %d (%s%s)", rc, out, err);
+        ck_assert_msg (strstr (out, "pytorch/relu") && strstr (out, "torch_naive")
+                       && strstr (out, "compile_error"), "both graded: '%s'", out);
+        ck_assert_msg (!strstr (out, "triton_naive"), "the GPU's candidate is not graded: '%s'", out);
+        ck_assert_msg (strstr (out, "2 candidates graded; 1 of 2"), "the count: '%s'", out);
+        ck_assert_msg (strstr (err, "1 candidate(s) missed"), "demo says why: '%s'", err);
+    }
+    else {
+        ck_assert_msg (rc == 0, "nothing to grade: exit %d (%s%s)", rc, out, err);
+        ck_assert_msg (strstr (out, "grades no Python on cpu: the PyTorch pool is left out"),
+                       "the demo says the pool is left out: '%s'", out);
+        ck_assert_msg (strstr (out, "0 candidates graded"), "nothing graded: '%s'", out);
+    }
+    free (out);
+    free (err);
+    zstr_free (&file);
+    zstr_free (&examples);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -561,6 +619,7 @@ s_suite (void)
     tcase_add_test (alone, test_endpoint_errors_say_what_is_wrong);
     tcase_add_test (alone, test_curve_refusal_is_named);
     tcase_add_test (alone, test_demo_exit_status_follows_the_expected_statuses);
+    tcase_add_test (alone, test_demo_grades_the_pool_for_its_target);
     suite_add_tcase (suite, alone);
     TCase *broker = tcase_create ("broker");
     tcase_set_timeout (broker, 120);

@@ -201,6 +201,28 @@ testutil_kgym (const char *dir, char **out, char **err, ...)
     return rc;
 }
 
+json_t *
+testutil_json_line (const char *out, const char *key, const char *suffix)
+{
+    char *copy = strdup (out);
+    ck_assert_ptr_nonnull (copy);
+    json_t *found = NULL;
+    char *save = NULL;
+    for (char *line = strtok_r (copy, "\n", &save); line && !found; line = strtok_r (NULL, "\n", &save)) {
+        json_t *json = json_loads (line, 0, NULL);
+        ck_assert_msg (json != NULL, "not a JSON line: %s", line);
+        const char *value = json_string_value (json_object_get (json, key));
+        size_t n = value? strlen (value): 0, m = strlen (suffix);
+        if (n >= m && strcmp (value + n - m, suffix) == 0)
+            found = json;
+        else
+            json_decref (json);
+    }
+    free (copy);
+    ck_assert_msg (found != NULL, "no line whose %s ends with %s in:\n%s", key, suffix, out);
+    return found;
+}
+
 worker_eval_t *
 testutil_eval_new (const char *backend, const char *cache_path, uint64_t max_job_bytes)
 {

@@ -69,6 +69,10 @@ int testutil_kgym_in (const char *dir, const char *in_path, char **out, char **e
 //  The same with stdin inherited.
 int testutil_kgym (const char *dir, char **out, char **err, ...);
 
+//  The JSON line of out (JSON lines) whose string key ends with suffix
+//  (to release); fails the test when there is none.
+json_t *testutil_json_line (const char *out, const char *key, const char *suffix);
+
 //  An evaluator serving backend (NULL: any), named "test", its compile
 //  cache at cache_path (NULL: the default), max_job_bytes as
 //  worker_eval_config_t's (0: the backend's). Fails the test when it cannot be made.

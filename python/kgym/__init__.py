@@ -14,10 +14,12 @@ from .client import (BadQuery, BrokerLost, BrokerRefused, BrokerUnreachable, Cli
                      QueryError, QueryList, StateTooLarge, Unauthorized, Unsupported, default_client, error_for,
                      set_default_client)
 from .extract import Extraction, ExtractionError, extract, extract_candidate
+from .prompts import PromptError, prompt
 from .result import NO_REWARD, STATUSES, Result
 from .tasks import (TaskError, example_candidates, example_expected, examples_dir, list_examples,
                     resolve_task)
 from .store import BrokerStore, InProcessStore, TrajectoryStore
+from . import sampler, tools
 
 __version__ = "0.1.0"
 
@@ -27,4 +29,4 @@ __all__ = ["Client", "KgymFuture", "Result", "STATUSES", "NO_REWARD", "KgymError
            "error_for", "default_client", "set_default_client", "extract", "extract_candidate",
            "Extraction", "ExtractionError", "resolve_task", "TaskError", "list_examples",
            "example_candidates", "example_expected", "examples_dir", "TrajectoryStore",
-           "InProcessStore", "BrokerStore"]
+           "InProcessStore", "BrokerStore", "prompt", "PromptError"]

@@ -1956,10 +1956,12 @@ class Client:
         return self.query("cache", timeout_s=timeout_s)
 
     def tasks(self, band=None, *, min_attempts=1, timeout_s=30.0):
-        """Per-task statistics (name, attempts, window, compile_rate,
-        pass_rate, mean_speedup, reward_mean, reward_var, statuses, updated)
-        of tasks with at least min_attempts attempts; with band=(lo, hi) only
-        those whose pass_rate lies in [lo, hi] (the learnable zone)."""
+        """Per-task statistics (task, attempts, window, compile_rate,
+        pass_rate, mean_speedup, reward_mean, reward_var, reward_std,
+        statuses, groups, zero_variance_groups, last_group_zero_variance,
+        operators, updated) of tasks with at least min_attempts attempts;
+        with band=(lo, hi) only those whose pass_rate lies in [lo, hi] (the
+        learnable zone). kgym.sampler.CurriculumSampler samples by them."""
         params = {}
         if band is not None:
             try:

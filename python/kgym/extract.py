@@ -1,6 +1,13 @@
 """Kernel extraction: a model's completion -> a kgym candidate object.
 
-The format (for prompt writers; docs/trainers.md has the long version):
+PyTorch tasks (a reference with lang "python", docs/pytorch-tasks.md): the
+answer is the whole module in a ```python (or ```py) block defining
+`ModelNew` (the task's candidate_entry); with several, the last closed one
+that defines it wins; the candidate is {"lang": "python", "source": ...}.
+client/client_extract.c reads Python answers by the same rules (`kgym
+submit --completion`).
+
+C/CUDA tasks, the format (for prompt writers; docs/trainers.md has the long version):
 
 1. The source is a fenced code block: ```cuda (also ```cu, ```cpp, ```c++)
    for CUDA tasks, ```c for CPU tasks (```ptx gives lang "ptx"). When there
@@ -36,6 +43,7 @@ _LANGS = {
     "c": "c", "h": "c",
     "ptx": "ptx",
     "json": "json", "jsonc": "json", "json5": "json",
+    "python": "python", "py": "python", "python3": "python",
     "": "",
 }
 
@@ -59,6 +67,12 @@ FORMAT_HINT = (
     '{"launches": [{"kernel": "NAME", "grid": ["cdiv(N,256)", 1, 1], "block": [256, 1, 1], '
     '"args": ["x", "y", "N"]}]} or a comment line in the source like '
     "`// kgym: launch kernel=NAME grid=cdiv(N,256) block=256 args=x,y,N`.")
+
+
+PYTHON_HINT = (
+    "Expected: the whole module in one ```python block defining `class ModelNew(nn.Module)` "
+    "(your Triton kernels, or a load_inline extension, and the class whose forward runs them), "
+    "as the prompt asks.")
 
 
 class ExtractionError(ValueError):
@@ -126,7 +140,7 @@ def code_blocks(text):
         info = (m.group(2) + m.group(3)).strip()
         tag = m.group(2).strip().lower().lstrip("{.").rstrip("}")
         lang = _LANGS.get(tag, tag)
-        closer = re.compile(r"^ {0,3}" + re.escape(fence[0]) + "{%d,}[ \t]*$" % len(fence))
+        closer = re.compile(r"^ {0,3}" + re.escape(fence[0]) + "{%d,}[ \t\r]*$" % len(fence))
         j = i + 1
         while j < len(lines) and not closer.match(lines[j]):
             j += 1
@@ -432,7 +446,7 @@ def check_plan(plan, task=None, where="launch plan"):
 
 
 def _pick_source(blocks, backend):
-    code = [b for b in blocks if b.lang != "json" and b.lang in _LANGS
+    code = [b for b in blocks if b.lang not in ("json", "python") and b.lang in _LANGS
             and not (b.lang == "" and b.body.lstrip().startswith(("{", "[")))]
     closed = [b for b in code if b.closed]
     for lang in _PREFER.get(backend, _PREFER[None]):
@@ -443,7 +457,7 @@ def _pick_source(blocks, backend):
         b = code[-1]
         return None, ("the ```%s block opened at line %d is never closed (was the completion cut "
                       "off?)" % (b.info or "", b.line))
-    others = [b for b in blocks if b.lang not in _LANGS]
+    others = [b for b in blocks if b.lang not in _LANGS or b.lang == "python"]
     if others:
         return None, ("no C/CUDA code block: found only ```%s; the source must be in a ```%s block"
                       % (", ```".join(sorted({b.info.split()[0] for b in others if b.info})),
@@ -477,23 +491,85 @@ def extract(completion, task=None, *, backend=None):
     language, argument names are checked against the task's."""
     if backend is None and isinstance(task, dict) and isinstance(task.get("backend"), str):
         backend = task["backend"]
+    text = completion_text(completion)
+    python = _is_module_task(task) or (task is None and _looks_python(text))
     try:
-        return _extract(completion_text(completion), task, backend)
+        blocks = _answer_blocks(text)
+        if python:
+            return _extract_python(blocks, _candidate_entry(task))
+        return _extract(blocks, task, backend)
     except ExtractionError as exc:
-        return Extraction(None, _feedback(exc.feedback), problem=exc.feedback)
+        return Extraction(None, _feedback(exc.feedback, python), problem=exc.feedback)
 
 
-def _feedback(what):
-    return "kgym could not grade this completion: %s. %s" % (what.rstrip("."), FORMAT_HINT)
+def _feedback(what, python=False):
+    return "kgym could not grade this completion: %s. %s" % (what.rstrip("."),
+                                                             PYTHON_HINT if python else FORMAT_HINT)
 
 
-def _extract(text, task, backend):
+def _is_module_task(task):
+    ref = task.get("reference") if isinstance(task, dict) else None
+    return isinstance(ref, dict) and ref.get("lang") == "python"
+
+
+def _candidate_entry(task):
+    """What a PyTorch task's candidate must define (docs/pytorch-tasks.md)."""
+    python = task.get("python") if isinstance(task, dict) else None
+    python = python if isinstance(python, dict) else {}
+    entry = python.get("entry") if isinstance(python.get("entry"), str) else "Model"
+    given = python.get("candidate_entry")
+    if isinstance(given, str) and given:
+        return given
+    return "ModelNew" if entry[:1].isupper() else entry
+
+
+def defines(source, name):
+    """True when a line of source, at column 0, defines name: `class name`,
+    `def name`, `async def name` or `name = ...` (read without parsing, so
+    a module with a syntax error still counts; the grader reports that)."""
+    n = re.escape(name)
+    return re.search(r"(?m)^(?:(?:class|def|async[ \t]+def)[ \t]+%s\b|%s[ \t]*(?::[^=\n]*)?=(?!=))"
+                     % (n, n), source) is not None
+
+
+def _looks_python(text):
+    """Without a task: a completion whose answer is a ```python block with ModelNew."""
+    return any(b.lang == "python" and defines(b.body, "ModelNew") for b in code_blocks(text))
+
+
+def _answer_blocks(text):
+    """The fenced blocks of the answer: after the reasoning, never empty."""
     text, why = _strip_reasoning(text)
     if why:
         raise ExtractionError(why)
     if not text.strip():
         raise ExtractionError("the completion is empty")
-    blocks = code_blocks(text)
+    return code_blocks(text)
+
+
+def _extract_python(blocks, entry):
+    python = [b for b in blocks if b.lang == "python" or (b.lang == "" and defines(b.body, entry))]
+    defining = [b for b in python if defines(b.body, entry)]
+    closed = [b for b in defining if b.closed]
+    if closed:
+        block = closed[-1]
+        if not block.body.strip():
+            raise ExtractionError("the ```python block at line %d is empty" % block.line)
+        return Extraction({"lang": "python", "source": block.body}, plan="module", lang="python")
+    if defining:
+        raise ExtractionError("the ```python block opened at line %d, which defines `%s`, is never "
+                              "closed (was the completion cut off?)" % (defining[-1].line, entry))
+    if python:
+        raise ExtractionError("no ```python block defines `%s` (%d ```python block%s, none with "
+                              "`class %s` at the start of a line)"
+                              % (entry, len(python), "" if len(python) == 1 else "s", entry))
+    others = sorted({(b.info.split() or [""])[0] for b in blocks if b.info})
+    if others:
+        raise ExtractionError("no ```python block: found only ```%s" % ", ```".join(others))
+    raise ExtractionError("no fenced ```python block with the module")
+
+
+def _extract(blocks, task, backend):
     plan, plan_block, plan_err = _pick_json_plan(blocks)
     if plan is not None and isinstance(plan.get("source"), str):
         # A whole candidate as JSON.

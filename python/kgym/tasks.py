@@ -5,6 +5,8 @@ A task may be given as
     object holding one under "task";
   - JSON text of either (what a dataset column usually holds);
   - a path to a task JSON file, or to a folder holding task.json;
+  - a path to a KernelBench-format module (`.py`): its PyTorch task, as
+    `kgym import kernelbench` makes it (kgym.pytorch);
   - the name of a bundled example: "cpu/rmsnorm_f32" (or
     "examples/cpu/rmsnorm_f32", or a bare "gelu_f32" when only one backend
     has it).
@@ -173,6 +175,8 @@ def resolve_task(spec):
     p = Path(text)
     if p.is_dir() and (p / "task.json").is_file():
         return _load_json(p / "task.json")
+    if p.is_file() and p.suffix == ".py":
+        return _module_file(p)
     if p.is_file():
         return resolve_task(_load_json(p))
     d = example_path(text)
@@ -188,6 +192,21 @@ def resolve_task(spec):
             where += " ($%s)" % EXAMPLES_ENV
     raise TaskError("task %r is not a file, a folder with task.json, or a bundled example (%s)"
                     % (text[:200], where))
+
+
+def _module_file(path):
+    from . import pytorch
+    try:
+        with open(path, "rb") as f:
+            data = f.read(pytorch.MAX_SOURCE + 2)
+    except OSError as exc:
+        raise TaskError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
+    try:
+        return pytorch.module_task(data.decode("utf-8"), pytorch.task_name(path))
+    except UnicodeDecodeError:
+        raise TaskError("%s is not UTF-8 text" % path) from None
+    except pytorch.ModuleError as exc:
+        raise TaskError("%s is not a KernelBench-format problem: %s" % (path, exc)) from None
 
 
 def task_backend(task):

@@ -40,6 +40,18 @@ def require_binaries():
         raise unittest.SkipTest(str(exc))
 
 
+def python_backend():
+    """True when this build's workers have the python backend (PyTorch
+    tasks): kgym-worker --help lists its backends."""
+    import subprocess
+    require_binaries()
+    worker = os.path.join(str(build_dir()), "worker", "kgym-worker")
+    out = subprocess.run([worker, "--help"], capture_output=True, text=True, timeout=30)
+    #  Each backend's line ends with its languages: "... (c, python)".
+    import re
+    return re.search(r"\((?:[a-z]+, )*python(?:, [a-z]+)*\)", out.stdout + out.stderr) is not None
+
+
 def cluster():
     """The shared cluster (started on first call)."""
     global _cluster

@@ -243,5 +243,54 @@ class LocalInvalid(unittest.TestCase):
         client.close()
 
 
+class PythonAnswers(unittest.TestCase):
+    """PyTorch tasks: the ```python block defining ModelNew. The cases are
+    tests/data/extract_cases.json, which the C extractor (kgym submit
+    --completion, tests/test_client_extract.c) is held to as well."""
+
+    def task(self, entry="Model"):
+        python = {"entry": entry} if entry != "ModelNew" else {}
+        return {"name": "t", "backend": "cuda", "reference": {"lang": "python", "source": "x"},
+                "python": python}
+
+    def test_shared_cases(self):
+        import os
+        with open(os.path.join(_env.REPO, "tests", "data", "extract_cases.json")) as f:
+            cases = json.load(f)
+        self.assertGreaterEqual(len(cases), 20)
+        for c in cases:
+            with self.subTest(case=c["name"]):
+                entry = c["entry"]
+                task = self.task("Model" if entry == "ModelNew" else entry)
+                ex = extract(c["completion"], task)
+                if c["source"] is not None:
+                    self.assertTrue(ex.ok, ex.feedback)
+                    self.assertEqual(ex.candidate, {"lang": "python", "source": c["source"]})
+                    self.assertEqual((ex.plan, ex.lang), ("module", "python"))
+                else:
+                    self.assertFalse(ex.ok)
+                    self.assertIn(c["problem"], ex.problem)
+                    self.assertIn("```python block defining `class ModelNew(nn.Module)`", ex.feedback)
+
+    def test_candidate_entry_of_the_task(self):
+        task = self.task()
+        task["python"]["candidate_entry"] = "Fast"
+        ex = extract("```python\nclass Fast:\n    pass\n```", task)
+        self.assertTrue(ex.ok, ex.feedback)
+        self.assertFalse(extract("```python\nclass ModelNew:\n    pass\n```", task).ok)
+
+    def test_without_a_task_a_python_answer_is_recognised(self):
+        ex = extract("```python\nclass ModelNew:\n    pass\n```")
+        self.assertTrue(ex.ok, ex.feedback)
+        self.assertEqual(ex.candidate["lang"], "python")
+        # A C answer without a task is still read as before.
+        self.assertTrue(extract("```c\nvoid f(float *x) {}\n```", backend="cpu").ok)
+
+    def test_a_c_task_still_rejects_python(self):
+        ex = extract("```python\nclass ModelNew:\n    pass\n```", CPU_TASK)
+        self.assertFalse(ex.ok)
+        self.assertIn("no C/CUDA code block", ex.problem)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -36,6 +36,8 @@ class GrpoLoop(unittest.TestCase):
             self.assertNotIn("internal_error", s["statuses"])
             for key in ("reward_mean", "reward_std", "pass_rate", "jobs_per_s", "kept", "masked"):
                 self.assertIn(key, s)
+            # The rollouts carry the tasks' prompts (kgym.prompt) before the answers.
+            self.assertGreater(s["prompt_chars"], 1000)
             # Every job was graded or answered by the broker; the broker's
             # group summaries agree with the loop's own dead-group count.
             self.assertEqual(s["graded"] + s["cached"] + s["coalesced"], 8)

@@ -20,8 +20,11 @@ import json, sys, kgym
 endpoint = sys.argv[1]
 r = kgym.Client(endpoint).grade("cpu/gelu_f32", kgym.example_candidates("cpu/gelu_f32")["naive"],
                                 trials=1, check_only=True)
+from kgym import prompts
 print(json.dumps({"file": kgym.__file__, "examples": str(kgym.examples_dir()),
-                  "status": r.status, "n": len(kgym.list_examples())}))
+                  "status": r.status, "n": len(kgym.list_examples()),
+                  "template": str(prompts.TEMPLATE),
+                  "prompt": kgym.prompt("cpu/gelu_f32", format="chat", gpu=None)}))
 """
 
 
@@ -72,6 +75,9 @@ class PipInstall(unittest.TestCase):
         self.assertTrue(got["examples"].startswith(site), got)    # the package's own examples
         self.assertEqual(got["status"], "ok")
         self.assertEqual(got["n"], len(_env.kgym.list_examples()))
+        # The prompt template ships inside the package.
+        self.assertTrue(got["template"].startswith(site), got)
+        self.assertEqual(got["prompt"], _env.kgym.prompt("cpu/gelu_f32", format="chat", gpu=None))
         # meson install's place: <prefix>/share/kgym/examples, when the package has none.
         package = os.path.dirname(got["file"])
         shutil.move(os.path.join(package, "examples"), os.path.join(self.tmp.name, "moved"))

@@ -11,9 +11,11 @@ and compares every byte itself (docs/sandbox.md, "Python runners").
 
 Requests (op) and replies:
   load     {task, candidate?, entry, candidate_entry, dtype}   -> {ok} | {error, kind, traceback}
-  size     {constants, seed}        build the model for one size  -> {ok} | {error, ...}
+  size     {constants, seed, compile?}  build the model for one size (and torch.compile of it
+                                    for a "compile" baseline)      -> {ok} | {error, ...}
   inputs   {seed}                   make the inputs of one run     -> {ok, inputs: [meta]}
-  call     {slots?, profile?}       run forward, copy its outputs to the slots given (or to offset 0)
+  call     {slots?, profile?, baseline?}  run forward (the compiled baseline's), copy its outputs to
+                                    the slots given (or from offset 0)
                                     -> {outputs: [meta], gpu?: {...}} | {error, kind, traceback}
   inputs_unchanged {}               -> {changed: [index]}
   flush    {}                       write over the GPU's L2 (the reference process only)
@@ -186,6 +188,14 @@ class Runner:
                 self.model = model
             else:
                 self.model = target
+            #  The baseline of "compile" tasks: torch.compile of the reference
+            #  (timed; the expected outputs stay the eager reference's).
+            self.baseline = None
+            if req.get("compile") and self.role != "candidate":
+                if not hasattr(torch, "compile"):
+                    return {"error": "baseline 'compile' needs torch.compile (torch >= 2.0); this "
+                                     f"interpreter has torch {torch.__version__}", "kind": "invalid"}
+                self.baseline = torch.compile(self.model)
         except BaseException as exc:   # noqa: B036
             return {"error": f"building {name} failed", "kind": "invalid" if self.role != "candidate"
                     else self.build_kind(exc), "traceback": trimmed_traceback(exc, 4000)}
@@ -242,8 +252,9 @@ class Runner:
         try:
             if profile:
                 prof = self.profile_start()
+            model = self.baseline if req.get("baseline") and getattr(self, "baseline", None) else self.model
             with torch.no_grad():
-                result = self.model(*self.inputs)
+                result = model(*self.inputs)
             outputs = list(result) if isinstance(result, (tuple, list)) else [result]
             if self.device == "cuda":
                 torch.cuda.synchronize()

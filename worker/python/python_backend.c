@@ -39,7 +39,15 @@
 #include "common_dtype.h"
 #include "common_log.h"
 #include "kgym_config.h"
+#include "worker_cache.h"
+#include "common_hash.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -54,6 +62,9 @@
 #define SAMPLES         4096        //  output positions read the moment a reply arrives
 #define MAX_OUTPUTS     16          //  tensors a forward may return
 #define WALL_FACTOR     3.0         //  candidate wall time allowed per second of its budget
+#define BUILD_MAX_BYTES (1ull << 30)//  one build's artifacts kept at most
+#define BUILD_MAX_FILES 4096        //  and as many files
+#define S_NOBODY        65534
 
 typedef struct {
     worker_eval_config_t cfg;       //  copy (strings borrowed from the caller)
@@ -62,7 +73,10 @@ typedef struct {
     char device [256];              //  "cpu: ... (torch 1.13.1)", "NVIDIA H200 (torch 2.11.0)"
     char caps [512];                //  what the sandbox enforces
     uint64_t max_job_bytes;         //  memory one job may need
+    char builds [4096];             //  the build cache: one folder per candidate key ("" = none)
     pthread_mutex_t gpu;            //  one job on the GPU at a time
+    pthread_mutex_t lock;           //  guards the next fields
+    uint64_t slots_busy;            //  CPU jobs at once: bit i, slot i holds a job
 } python_backend_t;
 
 typedef struct {
@@ -223,6 +237,8 @@ s_size (s_exec_t *ex, python_proc_t *proc, size_t s)
         json_object_set_new (constants, size->names [k], json_integer ((json_int_t) size->values [k]));
     json_t *req = json_pack ("{s:s, s:o, s:I}", "op", "size", "constants", constants,
                              "seed", (json_int_t) s_seed (ex->seed, "init", s, 0));
+    if (proc == ex->ref && strcmp (ex->task->module.baseline, "compile") == 0)
+        json_object_set_new (req, "compile", json_true ());
     double timeout = proc == ex->cand? fmax (ex->job->eval.compile_timeout_s, LOAD_MIN_S): TRUSTED_S;
     return s_simple (ex, proc, req, timeout);
 }
@@ -236,13 +252,14 @@ s_inputs (s_exec_t *ex, python_proc_t *proc, uint64_t seed)
 
 //  --- the reference's outputs ---
 
-//  Run the reference on its current inputs; its outputs become the slots
-//  (and, with keep, the expected bytes). 0 or -1.
+//  Run the reference (the compiled baseline, with baseline) on its current
+//  inputs; its outputs become the slots (and, with keep, the expected
+//  bytes). 0 or -1.
 static int
-s_reference_call (s_exec_t *ex, bool keep, json_t **gpu, double *wall_s)
+s_reference_call (s_exec_t *ex, bool keep, bool baseline, json_t **gpu, double *wall_s)
 {
     json_t *reply = NULL;
-    json_t *req = json_pack ("{s:s, s:b}", "op", "call", "profile", gpu != NULL);
+    json_t *req = json_pack ("{s:s, s:b, s:b}", "op", "call", "profile", gpu != NULL, "baseline", baseline);
     if (s_ask (ex, ex->ref, req, TRUSTED_S, &reply, wall_s))
         return -1;
     json_t *outputs = json_object_get (reply, "outputs");
@@ -538,6 +555,174 @@ s_candidate_call (s_exec_t *ex, uint64_t seed, bool timed, const char *when, uin
     return 0;
 }
 
+//  --- the build cache ---
+//
+//  A candidate's import builds its extensions (load_inline: ninja, nvcc)
+//  and Triton compiles its kernels, into folders of the candidate process's
+//  own directory. After a job whose candidate imported, those folders are
+//  kept under the candidate's key (a hash of its source and of everything
+//  else that changes a build); a later job with the same key starts with a
+//  copy of them, so the same build is found up to date. A build is only ever
+//  seen by jobs of the key that made it: one candidate cannot plant an
+//  artifact another loads. Copies take regular files and folders only (never
+//  a link), bounded in bytes and files.
+
+static void
+s_build_key (s_exec_t *ex, json_t *hello, char key [2 * COMMON_HASH_BYTES + 1])
+{
+    key [0] = 0;
+    common_hash_t *hash = common_hash_new ();
+    if (!hash)
+        return;
+    const char *fields [] = {
+        "kgym-pybuild 1", ex->self->python, ex->target,
+        json_string_value (json_object_get (hello, "torch")),
+        json_string_value (json_object_get (hello, "triton")),
+        json_string_value (json_object_get (hello, "gpu")),
+        ex->job->candidate->source
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields [0]; i++)
+        common_hash_add_str (hash, 'f', fields [i]? fields [i]: "");
+    uint8_t digest [COMMON_HASH_BYTES];
+    common_hash_final (hash, digest);
+    common_hash_hex (digest, key);
+    common_hash_destroy (&hash);
+}
+
+//  Copy the tree at from into to (made), regular files and folders only,
+//  owned by owner when given (>= 0), mtimes kept (a build found up to date).
+static int
+s_copy_tree (const char *from, const char *to, int owner, uint64_t *bytes, uint32_t *files, int depth)
+{
+    if (depth > 16)
+        return -1;
+    int src = open (from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (src < 0)
+        return -1;
+    if (mkdir (to, 0700) != 0 && errno != EEXIST) {
+        close (src);
+        return -1;
+    }
+    if (owner >= 0 && chown (to, (uid_t) owner, (gid_t) owner) != 0) {
+        close (src);
+        return -1;
+    }
+    DIR *dir = fdopendir (src);
+    if (!dir) {
+        close (src);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *ent;
+    while (rc == 0 && (ent = readdir (dir))) {
+        if (strcmp (ent->d_name, ".") == 0 || strcmp (ent->d_name, "..") == 0)
+            continue;
+        char a [PATH_MAX], b [PATH_MAX];
+        if (snprintf (a, sizeof a, "%s/%s", from, ent->d_name) >= (int) sizeof a
+        ||  snprintf (b, sizeof b, "%s/%s", to, ent->d_name) >= (int) sizeof b)
+            continue;
+        struct stat st;
+        if (fstatat (dirfd (dir), ent->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        if (S_ISDIR (st.st_mode)) {
+            rc = s_copy_tree (a, b, owner, bytes, files, depth + 1);
+            continue;
+        }
+        if (!S_ISREG (st.st_mode))
+            continue;               //  links, sockets, devices: never
+        if (++*files > BUILD_MAX_FILES || (*bytes += (uint64_t) st.st_size) > BUILD_MAX_BYTES) {
+            rc = -1;
+            break;
+        }
+        int in = openat (dirfd (dir), ent->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        int out = in >= 0? open (b, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, st.st_mode & 0755): -1;
+        char buf [65536];
+        ssize_t n = 0;
+        while (in >= 0 && out >= 0 && (n = read (in, buf, sizeof buf)) > 0)
+            if (write (out, buf, (size_t) n) != n) {
+                n = -1;
+                break;
+            }
+        if (in < 0 || out < 0 || n < 0)
+            rc = -1;
+        else {
+            struct timespec times [2] = { st.st_atim, st.st_mtim };
+            futimens (out, times);
+            if (owner >= 0 && fchown (out, (uid_t) owner, (gid_t) owner) != 0)
+                rc = -1;
+        }
+        if (in >= 0)
+            close (in);
+        if (out >= 0)
+            close (out);
+    }
+    closedir (dir);
+    return rc;
+}
+
+static int
+s_rm_entry (const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void) st; (void) flag; (void) ftw;
+    remove (path);
+    return 0;
+}
+
+static const char *s_build_parts [] = { "extensions", "triton", NULL };
+
+//  Before the candidate imports: its key's kept build, when there is one.
+static bool
+s_build_restore (s_exec_t *ex, const char *key)
+{
+    if (!ex->self->builds [0] || !key [0])
+        return false;
+    char kept [PATH_MAX];
+    snprintf (kept, sizeof kept, "%s/%s", ex->self->builds, key);
+    struct stat st;
+    if (lstat (kept, &st) != 0 || !S_ISDIR (st.st_mode))
+        return false;
+    int owner = geteuid () == 0? S_NOBODY: -1;
+    bool any = false;
+    for (int i = 0; s_build_parts [i]; i++) {
+        char from [PATH_MAX], to [PATH_MAX];
+        snprintf (from, sizeof from, "%s/%s", kept, s_build_parts [i]);
+        snprintf (to, sizeof to, "%s/%s", python_proc_dir (ex->cand), s_build_parts [i]);
+        uint64_t bytes = 0;
+        uint32_t files = 0;
+        if (lstat (from, &st) == 0 && s_copy_tree (from, to, owner, &bytes, &files, 0) == 0)
+            any = true;
+    }
+    return any;
+}
+
+//  After a job whose candidate imported: keep its build under its key.
+static void
+s_build_keep (s_exec_t *ex, const char *key)
+{
+    if (!ex->self->builds [0] || !key [0])
+        return;
+    char kept [PATH_MAX], tmp [PATH_MAX];
+    snprintf (kept, sizeof kept, "%s/%s", ex->self->builds, key);
+    struct stat st;
+    if (lstat (kept, &st) == 0)
+        return;                     //  kept already: the first build of a key stays
+    snprintf (tmp, sizeof tmp, "%s/.%s.%d", ex->self->builds, key, (int) getpid ());
+    if (mkdir (tmp, 0700) != 0)
+        return;
+    uint64_t bytes = 0;
+    uint32_t files = 0;
+    int rc = 0;
+    for (int i = 0; s_build_parts [i] && rc == 0; i++) {
+        char from [PATH_MAX], to [PATH_MAX];
+        snprintf (from, sizeof from, "%s/%s", python_proc_dir (ex->cand), s_build_parts [i]);
+        snprintf (to, sizeof to, "%s/%s", tmp, s_build_parts [i]);
+        if (lstat (from, &st) == 0 && S_ISDIR (st.st_mode))
+            rc = s_copy_tree (from, to, -1, &bytes, &files, 0);
+    }
+    if (rc != 0 || rename (tmp, kept) != 0)
+        nftw (tmp, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
 //  --- phases ---
 
 //  The baseline (the eager reference) timed in R, before the candidate's
@@ -556,7 +741,7 @@ s_baseline (s_exec_t *ex, double *base_us)
         double wall = 0;
         if (s_inputs (ex, ex->ref, s_seed (ex->seed, "base", i, 0))
         ||  (ex->gpu && s_simple (ex, ex->ref, json_pack ("{s:s}", "op", "flush"), TRUSTED_S))
-        ||  s_reference_call (ex, false, ex->gpu? &gpu: NULL, &wall)) {
+        ||  s_reference_call (ex, false, true, ex->gpu? &gpu: NULL, &wall)) {
             json_decref (gpu);
             return -1;
         }
@@ -589,7 +774,7 @@ s_correctness (s_exec_t *ex)
             uint64_t seed = s_seed (ex->seed, "check", s, t);
             char when [64];
             snprintf (when, sizeof when, "trial %u", t);
-            if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, NULL, NULL)
+            if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, false, NULL, NULL)
             ||  s_inputs (ex, ex->cand, seed)
             ||  s_candidate_call (ex, seed, false, when, (uint32_t) s, t, NULL))
                 return -1;
@@ -610,7 +795,7 @@ s_timing (s_exec_t *ex, double *cand_us)
         char when [64];
         snprintf (when, sizeof when, "timed run %u", i);
         double t = 0;
-        if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, NULL, NULL)
+        if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, false, NULL, NULL)
         ||  s_inputs (ex, ex->cand, seed)
         ||  (ex->gpu && s_simple (ex, ex->ref, json_pack ("{s:s}", "op", "flush"), TRUSTED_S))
         ||  s_candidate_call (ex, seed, true, when, (uint32_t) ts, TASK_MAX_TRIALS + i, &t))
@@ -731,7 +916,7 @@ s_load (s_exec_t *ex, python_proc_t *proc)
 }
 
 static python_proc_t *
-s_start (s_exec_t *ex, const char *role, char *err, size_t errlen)
+s_start (s_exec_t *ex, const char *role, const char *dir, char *err, size_t errlen)
 {
     sandbox_config_t sandbox;
     sandbox_config_default (&sandbox);
@@ -742,7 +927,7 @@ s_start (s_exec_t *ex, const char *role, char *err, size_t errlen)
     sandbox.cpu_s = 3600;
     python_proc_config_t cfg = {
         .python = ex->self->python, .script = ex->self->script, .role = role,
-        .device = ex->target, .gpu = ex->self->cfg.device, .sandbox = &sandbox
+        .device = ex->target, .gpu = ex->self->cfg.device, .sandbox = &sandbox, .dir = dir
     };
     return python_proc_new (&cfg, err, errlen);
 }
@@ -750,7 +935,7 @@ s_start (s_exec_t *ex, const char *role, char *err, size_t errlen)
 //  --- the backend ---
 
 static void
-s_execute_locked (python_backend_t *self, python_job_t *pjob, worker_outcome_t *out)
+s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_outcome_t *out)
 {
     s_exec_t ex;
     memset (&ex, 0, sizeof ex);
@@ -768,9 +953,15 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, worker_outcome_t *
     double *base_us = calloc (eval->timed + 1, sizeof (double));
     double *cand_us = calloc (eval->timed + 1, sizeof (double));
     char err [512] = "";
-    //  Both start now: their interpreters import torch side by side.
-    ex.ref = s_start (&ex, "reference", err, sizeof err);
-    ex.cand = ex.ref? s_start (&ex, "candidate", err, sizeof err): NULL;
+    //  Both start now: their interpreters import torch side by side. The
+    //  candidate's directory has a path of its slot's, the same from job to
+    //  job, so a kept build copied into it is found up to date.
+    char dir [PATH_MAX];
+    const char *tmp = getenv ("TMPDIR");
+    snprintf (dir, sizeof dir, "%s/kgym-py-%d-%s%d", tmp && *tmp? tmp: "/tmp", (int) getpid (),
+              ex.gpu? "gpu": "slot", ex.gpu? self->cfg.device: slot);
+    ex.ref = s_start (&ex, "reference", NULL, err, sizeof err);
+    ex.cand = ex.ref? s_start (&ex, "candidate", dir, err, sizeof err): NULL;
     if (!ex.ref || !ex.cand || !base_us || !cand_us) {
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "cannot start the Python runners: %s", err);
         goto done;
@@ -780,15 +971,26 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, worker_outcome_t *
         goto done;
     }
     snprintf (out->sandbox, sizeof out->sandbox, "%s", python_proc_caps (ex.cand));
-    out->baseline_kind = "reference";
+    out->baseline_kind = strcmp (ex.task->module.baseline, "compile") == 0? "compile": "reference";
     bool timing = !eval->check_sizes_only;
-    if (s_load (&ex, ex.ref) || (timing && s_baseline (&ex, base_us)))
-        goto done;
-    if (!python_proc_hello (ex.cand, HELLO_S, err, sizeof err)) {
+    //  The candidate's interpreter has imported torch and waits (idle) before
+    //  the baseline is timed: its start-up never slows the baseline.
+    json_t *hello = python_proc_hello (ex.cand, HELLO_S, err, sizeof err);
+    if (!hello) {
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "%s", err);
         goto done;
     }
-    if (s_load (&ex, ex.cand) || s_correctness (&ex) || (timing && s_timing (&ex, cand_us)))
+    if (s_load (&ex, ex.ref) || (timing && s_baseline (&ex, base_us)))
+        goto done;
+    char key [2 * COMMON_HASH_BYTES + 1];
+    s_build_key (&ex, hello, key);
+    snprintf (out->cache_key, sizeof out->cache_key, "%s", key);
+    out->cache_hit [0] = s_build_restore (&ex, key);
+    if (s_load (&ex, ex.cand))
+        goto done;
+    if (!out->cache_hit [0])
+        s_build_keep (&ex, key);
+    if (s_correctness (&ex) || (timing && s_timing (&ex, cand_us)))
         goto done;
     if (timing) {
         out->speedup = worker_grade_speedup (cand_us, eval->timed, base_us, eval->timed,
@@ -849,6 +1051,17 @@ s_create (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, siz
     snprintf (self->device, sizeof self->device, "%s (python %s)",
               cfg->backend && strcmp (cfg->backend, "cpu") != 0? "GPU": "cpu", self->python);
     snprintf (self->caps, sizeof self->caps, "%s", sandbox_host_caps ());
+    pthread_mutex_init (&self->lock, NULL);
+    //  The build cache: beside the compile cache, private to this user.
+    char *place = worker_cache_default_path (cfg->cache_path);
+    char *slash = place? strrchr (place, '/'): NULL;
+    if (slash) {
+        *slash = 0;
+        snprintf (self->builds, sizeof self->builds, "%s/pybuild", place);
+        if (mkdir (self->builds, 0700) != 0 && errno != EEXIST)
+            self->builds [0] = 0;
+    }
+    free (place);
     return self;
 fail:
     pthread_mutex_destroy (&self->gpu);
@@ -863,6 +1076,7 @@ s_destroy (void **self_p)
     if (!self)
         return;
     pthread_mutex_destroy (&self->gpu);
+    pthread_mutex_destroy (&self->lock);
     free (self);
     *self_p = NULL;
 }
@@ -893,11 +1107,25 @@ s_execute (void *state, void **job_p, worker_outcome_t *out)
     *job_p = NULL;
     double t0 = common_now_s ();
     bool gpu = strcmp (pjob->job->task->backend, "cpu") != 0;
+    int slot = 0;
     if (gpu)
         pthread_mutex_lock (&self->gpu);
-    s_execute_locked (self, pjob, out);
+    else {
+        //  A slot of its own: the candidate's directory is the slot's.
+        pthread_mutex_lock (&self->lock);
+        while (slot < 63 && (self->slots_busy & (1ull << slot)))
+            slot++;
+        self->slots_busy |= 1ull << slot;
+        pthread_mutex_unlock (&self->lock);
+    }
+    s_execute_locked (self, pjob, slot, out);
     if (gpu)
         pthread_mutex_unlock (&self->gpu);
+    else {
+        pthread_mutex_lock (&self->lock);
+        self->slots_busy &= ~(1ull << slot);
+        pthread_mutex_unlock (&self->lock);
+    }
     out->seed = pjob->seed;
     out->run_s = common_now_s () - t0 - out->compile_s;
     free (pjob);

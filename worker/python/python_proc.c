@@ -70,11 +70,23 @@ python_proc_new (const python_proc_config_t *cfg, char *err, size_t errlen)
     self->sock = self->shm_fd = -1;
     int peer = -1, out = -1;
     const char *base = getenv ("TMPDIR");
-    snprintf (self->dir, sizeof self->dir, "%s/kgym-py-XXXXXX", base && *base? base: "/tmp");
-    if (!mkdtemp (self->dir)) {
-        common_seterr (err, errlen, "mkdtemp %s: %s", self->dir, strerror (errno));
-        self->dir [0] = 0;
-        goto fail;
+    if (cfg->dir) {
+        //  Whatever an earlier job left there goes first.
+        snprintf (self->dir, sizeof self->dir, "%s", cfg->dir);
+        nftw (self->dir, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+        if (mkdir (self->dir, 0700) != 0) {
+            common_seterr (err, errlen, "mkdir %s: %s", self->dir, strerror (errno));
+            self->dir [0] = 0;
+            goto fail;
+        }
+    }
+    else {
+        snprintf (self->dir, sizeof self->dir, "%s/kgym-py-XXXXXX", base && *base? base: "/tmp");
+        if (!mkdtemp (self->dir)) {
+            common_seterr (err, errlen, "mkdtemp %s: %s", self->dir, strerror (errno));
+            self->dir [0] = 0;
+            goto fail;
+        }
     }
     //  The runner drops to nobody: its directory is its own, no one else's.
     if (geteuid () == 0 && chown (self->dir, S_NOBODY, S_NOBODY) != 0) {
@@ -338,6 +350,12 @@ python_proc_describe (python_proc_t *self, char *buf, size_t len)
     common_utf8_copy (clean, sizeof clean, tail);
     size_t used = strlen (buf);
     snprintf (buf + used, len - used, "%sstderr: %s", used? "; ": "", clean);
+}
+
+const char *
+python_proc_dir (python_proc_t *self)
+{
+    return self->dir;
 }
 
 const char *

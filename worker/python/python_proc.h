@@ -28,7 +28,8 @@ typedef struct {
     const char *device;         //  "cpu" or "cuda"
     int gpu;                    //  cuda: the device ordinal
     const sandbox_config_t *sandbox;    //  its caps
-    const char *slot;           //  cgroup slot name, may be NULL
+    const char *dir;            //  its private directory, made afresh (a stable path lets a
+                                //  cached build be found up to date); NULL: a temporary one
 } python_proc_config_t;
 
 //  Start the runner (it imports torch meanwhile). NULL with a reason.
@@ -58,6 +59,9 @@ bool python_proc_alive (python_proc_t *self);
 //  Why it ended, when it did ("killed by SIGSEGV", ...); its captured
 //  stderr's last lines appended when there are any.
 void python_proc_describe (python_proc_t *self, char *buf, size_t len);
+
+//  Its private directory (its cwd; TORCH_EXTENSIONS_DIR and TRITON_CACHE_DIR under it).
+const char *python_proc_dir (python_proc_t *self);
 
 //  The caps text of its sandbox.
 const char *python_proc_caps (python_proc_t *self);

@@ -1,0 +1,18 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.exp(x
+
+
+size = 64
+
+
+def get_inputs():
+    return [torch.randn(size)]
+
+
+def get_init_inputs():
+    return []
