@@ -1,7 +1,8 @@
 /*  test_cpu_runner - real kgym-runner processes loading real compiled
     kernels: a good one gives the right outputs; hostile ones (loops,
     crashes, memory and fork bombs, sockets, file writes and reads, ptrace, exec,
-    leftover threads, libc symbols, bad offsets) are contained, and no
+    leftover threads, libc symbols, bad offsets, attacks on another runner
+    running at the same time, a forged READY) are contained, and no
     process of any runner outlives it.
 */
 #include "testutil.h"
@@ -15,11 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 static const char *s_kernels =
+    "#define _GNU_SOURCE\n"
     "#include <dirent.h>\n"
     "#include <errno.h>\n"
     "#include <fcntl.h>\n"
@@ -27,8 +30,11 @@ static const char *s_kernels =
     "#include <signal.h>\n"
     "#include <stdlib.h>\n"
     "#include <string.h>\n"
+    "#include <sched.h>\n"
     "#include <sys/ptrace.h>\n"
+    "#include <sys/resource.h>\n"
     "#include <sys/socket.h>\n"
+    "#include <sys/syscall.h>\n"
     "#include <unistd.h>\n"
     "void scale (const float *x, float *y, float a, int n)\n"
     "{ for (int i = 0; i < n; i++) y [i] = a * x [i]; }\n"
@@ -66,7 +72,19 @@ static const char *s_kernels =
     "static void *s_writer (void *arg) { volatile int *y = arg; for (;;) y [0]++; return 0; }\n"
     "void leave_thread (volatile int *y) { pthread_t t; y [0] = 0; pthread_create (&t, 0, s_writer, (void *) y);\n"
     "  pthread_detach (t); while (y [0] < 1000) ; }\n"
-    "void whoami (int *out) { out [0] = (int) getuid (); out [1] = (int) geteuid (); }\n"
+    "void whoami (int *out) { out [0] = (int) getuid (); out [1] = (int) geteuid (); out [2] = (int) getpid (); }\n"
+    //  Given another runner's pid and uid (as the host sees them), try to
+    //  reach it: signal, re-limit, renice, re-pin it; errno of each, 0 = done.
+    "#define E(call) ((call) < 0? errno: 0)\n"
+    "void attack (int *io)\n"
+    "{ pid_t v = io [0]; uid_t u = (uid_t) io [1]; struct rlimit rl = { 1, 1 }; cpu_set_t set;\n"
+    "  CPU_ZERO (&set); CPU_SET (0, &set);\n"
+    "  io [2] = E (kill (v, 0)); io [3] = E (kill (v, SIGKILL)); io [4] = E (kill (-1, SIGKILL));\n"
+    "  io [5] = E (prlimit (v, RLIMIT_CPU, &rl, 0)); io [6] = E (setpriority (PRIO_PROCESS, v, 19));\n"
+    "  io [7] = E (setpriority (PRIO_USER, u, 19)); io [8] = E (sched_setaffinity (v, sizeof set, &set));\n"
+    "  io [9] = E (syscall (SYS_ioprio_set, 1, v, 7)); io [10] = E (syscall (SYS_tgkill, v, v, SIGKILL));\n"
+    "  io [11] = E (setpriority (PRIO_PGRP, 0, 19)); io [12] = E (syscall (SYS_pidfd_open, v, 0));\n"
+    "  io [13] = E (getpriority (PRIO_PROCESS, v)); }\n"
     "int some_data = 5;\n";
 
 static uint8_t *s_so;               //  the kernels above, compiled once in main
@@ -94,13 +112,17 @@ s_runner (const sandbox_config_t *cfg)
     return runner;
 }
 
-//  Call kernel(int *out) with out at the start of a page of shared memory.
+//  Call kernel(int *out) with out at the start of a page of shared memory,
+//  its first nin ints set from in, the rest zero.
 static cpu_run_outcome_t
-s_call (cpu_runner_t *runner, const char *kernel, double timeout_s, int **out_p)
+s_call_with (cpu_runner_t *runner, const char *kernel, double timeout_s, const int *in, size_t nin,
+             int **out_p)
 {
     int *out = cpu_runner_shm (runner, 4096);
     ck_assert_ptr_nonnull (out);
     memset (out, 0, 4096);
+    for (size_t i = 0; i < nin; i++)
+        out [i] = in [i];
     runner_request_t *req = calloc (1, sizeof *req);
     ck_assert_ptr_nonnull (req);
     req->nargs = 1;
@@ -116,6 +138,12 @@ s_call (cpu_runner_t *runner, const char *kernel, double timeout_s, int **out_p)
     if (out_p)
         *out_p = out;
     return run;
+}
+
+static cpu_run_outcome_t
+s_call (cpu_runner_t *runner, const char *kernel, double timeout_s, int **out_p)
+{
+    return s_call_with (runner, kernel, timeout_s, NULL, 0, out_p);
 }
 
 //  Destroy and prove nothing of the runner is left: no process in its
@@ -213,22 +241,141 @@ START_TEST (test_caps_reported)
     json_error_t jerr;
     json_t *json = json_loads (caps, 0, &jerr);
     ck_assert_msg (json != NULL, "caps are not JSON: %s", caps);
+    ck_assert_str_eq (json_string_value (json_object_get (json, "kind")), "kernel");
     ck_assert (json_is_true (json_object_get (json, "seccomp")));
+    ck_assert (json_is_true (json_object_get (json, "no_new_privs")));
+    ck_assert (json_is_false (json_object_get (json, "capabilities")));
     ck_assert (json_is_true (json_object_get (json, "netns")));
+    ck_assert (json_is_true (json_object_get (json, "ipcns")));
+    ck_assert (json_is_true (json_object_get (json, "pidns")));
+    ck_assert_str_eq (json_string_value (json_object_get (json, "root")), "empty");
     ck_assert (json_is_string (json_object_get (json, "cgroup")));
-    ck_assert (json_is_boolean (json_object_get (json, "empty_root")));
-    if (geteuid () == 0) {
-        ck_assert (json_is_true (json_object_get (json, "empty_root")));
-    }
+    ck_assert (json_equal (json_object_get (json, "userns"), json_boolean (geteuid () != 0)));
+    //  The uid in the caps is the one the sandbox gave, and the kernel's.
+    uid_t uid = sandbox_uid (cpu_runner_sandbox (runner));
+    ck_assert_int_eq (json_integer_value (json_object_get (json, "uid")), uid);
     if (geteuid () == 0)
-        ck_assert_str_eq (json_string_value (json_object_get (json, "uid")), "nobody");
+        ck_assert_uint_ge (uid, 65536);
+    else
+        ck_assert_uint_eq (uid, geteuid ());
     json_decref (json);
-    //  The kernel really runs as nobody (or as us in a user namespace).
     int *out;
     cpu_run_outcome_t run = s_call (runner, "whoami", 5.0, &out);
     ck_assert_int_eq (run.status, RUN_OK);
+    //  As root: its own uid. In a user namespace: root there, no capabilities.
+    ck_assert_int_eq (out [0], geteuid () == 0? (int) uid: 0);
+    ck_assert_int_eq (out [1], out [0]);
+    //  pid 1 of a pid namespace of its own.
+    ck_assert_int_eq (out [2], 1);
+    s_destroy_and_check (&runner);
+}
+END_TEST
+
+//  Two runners at once (as the candidate and reference of one job, or two
+//  jobs): the one cannot signal, re-limit, renice or re-pin the other.
+START_TEST (test_runner_cannot_reach_another)
+{
+    cpu_runner_t *victim = s_runner (NULL);
+    cpu_runner_t *attacker = s_runner (NULL);
+    sandbox_t *vs = cpu_runner_sandbox (victim), *as = cpu_runner_sandbox (attacker);
+    //  As root each runner has a uid of its own; unprivileged both are the
+    //  worker's (each root of its own user namespace): then only the pid
+    //  namespaces and the filter stand between them, as checked below.
     if (geteuid () == 0)
-        ck_assert (out [0] == 65534 && out [1] == 65534);
+        ck_assert_uint_ne (sandbox_uid (vs), sandbox_uid (as));
+    else
+        ck_assert (sandbox_uid (vs) == geteuid () && sandbox_uid (as) == geteuid ());
+    int vpid = sandbox_pid (vs);
+    char path [64], before [2048] = "", after [2048] = "";
+    snprintf (path, sizeof path, "/proc/%d/limits", vpid);
+    FILE *file = fopen (path, "r");
+    ck_assert_ptr_nonnull (file);
+    ck_assert_uint_gt (fread (before, 1, sizeof before - 1, file), 0);
+    fclose (file);
+    //  The victim must not be stopped (a stopped process still counts).
+    sandbox_signal (vs, SIGCONT);
+    int *io;
+    const int target [2] = { vpid, (int) sandbox_uid (vs) };
+    cpu_run_outcome_t run = s_call_with (attacker, "attack", 10.0, target, 2, &io);
+    ck_assert_msg (run.status == RUN_OK, "attacker: %d %s", run.status, run.message);
+    static const char *what [] = { "", "", "kill 0", "kill", "kill -1", "prlimit", "setpriority",
+                                   "setpriority user", "sched_setaffinity", "ioprio_set", "tgkill",
+                                   "setpriority group", "pidfd_open", "getpriority" };
+    for (int i = 2; i <= 13; i++)
+        ck_assert_msg (io [i] == EPERM, "%s of another runner: errno %d, want EPERM", what [i], io [i]);
+    //  The victim is as it was: alive, same limits, same nice.
+    ck_assert (cpu_runner_alive (victim));
+    file = fopen (path, "r");
+    ck_assert_ptr_nonnull (file);
+    ck_assert_uint_gt (fread (after, 1, sizeof after - 1, file), 0);
+    fclose (file);
+    ck_assert_str_eq (before, after);
+    errno = 0;
+    ck_assert_int_eq (getpriority (PRIO_PROCESS, (id_t) vpid), 0);
+    ck_assert_int_eq (errno, 0);
+    int *out;
+    run = s_call (victim, "add_one", 5.0, &out);
+    ck_assert_int_eq (run.status, RUN_OK);
+    ck_assert_int_eq (out [0], 1);
+    s_destroy_and_check (&attacker);
+    s_destroy_and_check (&victim);
+}
+END_TEST
+
+//  A runner program that says it is confined and is not: refused by the
+//  sandbox before the module loads, and said to be the sandbox's failure
+//  ("sandbox: ..."), which the backend reports as internal_error.
+START_TEST (test_unconfined_runner_refused)
+{
+    char liar [] = "/tmp/kgym-liar-XXXXXX";
+    int fd = mkstemp (liar);
+    ck_assert_int_ge (fd, 0);
+    const char *text = "#!/bin/bash\nfor a; do [ \"$prev\" = --sync ] && s=$a; prev=$a; done\n"
+                       "eval \"echo confined >&$s\"; exec sleep 30\n";
+    ck_assert_int_eq (write (fd, text, strlen (text)), (ssize_t) strlen (text));
+    close (fd);
+    ck_assert_int_eq (chmod (liar, 0755), 0);
+    sandbox_config_t cfg;
+    sandbox_config_default (&cfg);
+    cfg.runner_path = liar;
+    char err [512] = "";
+    cpu_runner_t *runner = s_runner_from (s_so, s_so_size, &cfg, err, sizeof err);
+    unlink (liar);
+    ck_assert_ptr_null (runner);
+    ck_assert_msg (strncmp (err, "sandbox: ", 9) == 0 && strstr (err, "not confined as asked"), "err: %s", err);
+}
+END_TEST
+
+//  A candidate's constructor answers READY itself, with caps of its own
+//  making: what the supervisor reports is its own look at the runner.
+START_TEST (test_forged_ready_ignored)
+{
+    char src [2048];
+    snprintf (src, sizeof src,
+              "#include <string.h>\n"
+              "#include <sys/socket.h>\n"
+              "__attribute__ ((constructor)) static void forge (void)\n"
+              "{ static char reply [%zu]; memset (reply, 0, sizeof reply);\n"
+              "  strcpy (reply + 16, \"{\\\"uid\\\":0,\\\"seccomp\\\":false,\\\"cgroup\\\":\\\"forged\\\"}\");\n"
+              "  for (int fd = 3; fd < 64; fd++) send (fd, reply, sizeof reply, MSG_NOSIGNAL | MSG_DONTWAIT); }\n"
+              "void add_one (int *y) { y [0] += 1; }\n", sizeof (runner_reply_t));
+    cpu_cc_result_t result;
+    char err [256];
+    ck_assert_msg (cpu_cc_compile (NULL, NULL, src, NULL, 0, 60.0, &result, err, sizeof err) == 0,
+                   "compile: %s %s", err, result.log? result.log: "");
+    cpu_runner_t *runner = s_runner_from (result.so, result.so_size, NULL, err, sizeof err);
+    cpu_cc_result_free (&result);
+    ck_assert_msg (runner != NULL, "runner: %s", err);
+    const char *caps = cpu_runner_caps (runner);
+    ck_assert_msg (strstr (caps, "forged") == NULL && strstr (caps, "\"seccomp\":true"), "caps: %s", caps);
+    char uid [48];
+    snprintf (uid, sizeof uid, "\"uid\":%u,", (unsigned) sandbox_uid (cpu_runner_sandbox (runner)));
+    ck_assert_msg (strstr (caps, uid), "caps %s lack %s", caps, uid);
+    //  The runner still serves: the stray replies are not taken for answers.
+    int *out;
+    cpu_run_outcome_t run = s_call (runner, "add_one", 5.0, &out);
+    ck_assert_msg (run.status == RUN_OK, "run: %d %s", run.status, run.message);
+    ck_assert_int_eq (out [0], 1);
     s_destroy_and_check (&runner);
 }
 END_TEST
@@ -351,9 +498,10 @@ START_TEST (test_forbidden_calls_fail)
     ck_assert_int_eq (run.status, RUN_OK);
     ck_assert (out [0] == -1 && out [1] == EPERM && out [2] == -1 && out [3] == EPERM);
     //  No file of the host can be read: the root is a tmpfs of the runner's
-    //  own holding only the candidate's object (where the host allows it).
+    //  own holding only the candidate's object.
     const char *caps = cpu_runner_caps (runner);
-    if (strstr (caps, "\"empty_root\":true")) {
+    ck_assert_msg (strstr (caps, "\"root\":\"empty\""), "caps: %s", caps);
+    {
         run = s_call (runner, "read_file", 5.0, &out);
         ck_assert_int_eq (run.status, RUN_OK);
         ck_assert_msg (out [0] == -1 && out [1] == ENOENT, "/etc/hostname: %d errno %d", out [0], out [1]);
@@ -365,8 +513,6 @@ START_TEST (test_forbidden_calls_fail)
         ck_assert_msg (out [0] == 1 && out [1] == 0, "/ holds %d entries (other than candidate.so: %d)",
                        out [0], out [1]);
     }
-    else
-        fprintf (stderr, "this host gave no empty root: %s\n", caps);
     //  What kernels legitimately do still works.
     run = s_call (runner, "thread_ok", 5.0, &out);
     ck_assert_int_eq (run.status, RUN_OK);
@@ -603,6 +749,9 @@ s_suite (void)
     tcase_set_timeout (tc, 60);
     tcase_add_test (tc, test_scale_right);
     tcase_add_test (tc, test_caps_reported);
+    tcase_add_test (tc, test_runner_cannot_reach_another);
+    tcase_add_test (tc, test_forged_ready_ignored);
+    tcase_add_test (tc, test_unconfined_runner_refused);
     tcase_add_test (tc, test_infinite_loop_times_out);
     tcase_add_test (tc, test_null_deref_crashes);
     tcase_add_test (tc, test_abort_crashes);

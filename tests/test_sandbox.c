@@ -1,6 +1,8 @@
 /*  test_sandbox - finding kgym-runner, what the host allows, and
-    exec mode (the compiler's sandbox): output capture and truncation, exit
-    codes, timeouts that kill the whole group, no reading root's files.
+    exec mode (the compiler's and the interpreter's sandbox): output capture
+    and truncation, exit codes, timeouts that kill everything the program
+    started, a view that holds the toolchain only, a runner that claims to
+    be confined and is not refused.
 */
 #include "testutil.h"
 #include "sandbox.h"
@@ -11,19 +13,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-//  A private directory the sandboxed command (nobody when root) can write.
+//  A private directory for the sandboxed command (the sandbox hands it to
+//  the runner's uid).
 static void
 s_make_dir (char *dir, size_t len)
 {
     snprintf (dir, len, "/tmp/kgym-sbtest-XXXXXX");
     ck_assert_ptr_nonnull (mkdtemp (dir));
-    if (geteuid () == 0)
-        ck_assert_int_eq (chown (dir, 65534, 65534), 0);
 }
 
 static void
@@ -59,6 +59,8 @@ START_TEST (test_host_caps)
     ck_assert_msg (json != NULL, "not JSON: %s", caps);
     ck_assert (json_is_true (json_object_get (json, "seccomp")));
     ck_assert (json_is_true (json_object_get (json, "netns")));
+    ck_assert (json_is_true (json_object_get (json, "pidns")));
+    ck_assert_str_eq (json_string_value (json_object_get (json, "root")), "empty");
     const char *cgroup = json_string_value (json_object_get (json, "cgroup"));
     ck_assert (cgroup && (!strcmp (cgroup, "v1") || !strcmp (cgroup, "v2") || !strcmp (cgroup, "none")));
     json_decref (json);
@@ -86,8 +88,11 @@ START_TEST (test_exec_output_and_status)
     snprintf (path, sizeof path, "%s/made", dir);
     struct stat st;
     ck_assert_int_eq (stat (path, &st), 0);
+    //  As root, by a uid of the sandbox's range, not root or nobody.
     if (geteuid () == 0)
-        ck_assert_int_eq (st.st_uid, 65534);
+        ck_assert_uint_ge (st.st_uid, 65536);
+    else
+        ck_assert_uint_eq (st.st_uid, geteuid ());
     s_remove_dir (dir);
 }
 END_TEST
@@ -114,40 +119,33 @@ START_TEST (test_exec_timeout_kills_group)
 {
     char dir [64];
     s_make_dir (dir, sizeof dir);
-    //  A child in the background and one in the foreground: both must die.
-    char *argv [] = { "/bin/sh", "-c", "sleep 1000 & echo $! > bg; sleep 1000 & echo $! > fg; wait", NULL };
-    //  As the worker should be: orphans of the killed group come to us and are reaped.
-    ck_assert_int_eq (prctl (PR_SET_CHILD_SUBREAPER, 1), 0);
+    //  Children in the background and in the foreground: all must die. A
+    //  slot keeps the cgroup after the runner, so we can look into it.
+    char *argv [] = { "/bin/sh", "-c", "sleep 1000 & sleep 1000 & (sleep 1000 &) ; echo started; wait", NULL };
+    sandbox_config_t cfg;
+    sandbox_config_default (&cfg);
+    cfg.kind = SANDBOX_CC;
+    char slot [32];
+    snprintf (slot, sizeof slot, "exec%d", (int) getpid ());
+    cfg.slot = slot;
     char *output = NULL, err [256];
     int status = -1;
     bool timed_out = false;
     double t0 = s_now ();
-    ck_assert_int_eq (sandbox_exec (NULL, argv, dir, 0.5, &output, &status, &timed_out,
-                                           err, sizeof err), 0);
+    ck_assert_int_eq (sandbox_exec (&cfg, argv, dir, 0.5, &output, &status, &timed_out,
+                                    err, sizeof err), 0);
     double took = s_now () - t0;
     ck_assert (timed_out);
     ck_assert_msg (took < 5.0, "took %.2f s", took);
+    ck_assert_msg (strstr (output, "started"), "output: %s", output);
     free (output);
-    const char *files [] = { "bg", "fg" };
-    for (int i = 0; i < 2; i++) {
-        char path [128], buf [32] = "";
-        snprintf (path, sizeof path, "%s/%s", dir, files [i]);
-        FILE *file = fopen (path, "r");
-        ck_assert_ptr_nonnull (file);
-        ck_assert_ptr_nonnull (fgets (buf, sizeof buf, file));
-        fclose (file);
-        int pid = atoi (buf);
-        ck_assert_int_gt (pid, 0);
-        //  Gone: killed and reaped (not even a zombie is left).
-        char stat_path [64], line [512] = "";
-        snprintf (stat_path, sizeof stat_path, "/proc/%d/stat", pid);
-        file = fopen (stat_path, "r");
-        if (file) {
-            ck_assert_ptr_nonnull (fgets (line, sizeof line, file));
-            fclose (file);
-            ck_abort_msg ("%s (pid %d) is still there: %s", files [i], pid, line);
-        }
-    }
+    //  Nothing of it is left: its cgroup is empty (where the host has one).
+    sandbox_t *look = sandbox_new (&cfg, err, sizeof err);
+    ck_assert_ptr_nonnull (look);
+    if (sandbox_cgroup_path (look))
+        ck_assert_int_eq (sandbox_cgroup_count (look), 0);
+    sandbox_destroy (&look);
+    sandbox_slot_remove (slot);
     s_remove_dir (dir);
 }
 END_TEST
@@ -170,64 +168,151 @@ START_TEST (test_exec_closed_output_still_times_out)
 }
 END_TEST
 
-START_TEST (test_exec_cannot_read_shadow)
+//  The compiler's root: its toolchain, read-only, and its own directory.
+START_TEST (test_exec_sees_only_its_view)
 {
-    if (geteuid () != 0)
-        return;                     //  only root could read it anyway
     char dir [64];
     s_make_dir (dir, sizeof dir);
-    char path [128];
-    snprintf (path, sizeof path, "%s/k.c", dir);
-    FILE *file = fopen (path, "w");
-    ck_assert_ptr_nonnull (file);
-    fputs ("#include \"/etc/shadow\"\n", file);
-    fclose (file);
-    chown (path, 65534, 65534);
-    char *argv [] = { "/usr/bin/cc", "-c", "k.c", "-o", "k.o", NULL };
+    char *argv [] = { "/bin/sh", "-c", "ls /; ls /dev; cat /etc/passwd; ls /proc; touch /usr/x; touch ok", NULL };
     char *output = NULL, err [256];
     int status = -1;
     bool timed_out = true;
     ck_assert_int_eq (sandbox_exec (NULL, argv, dir, 30.0, &output, &status, &timed_out,
-                                           err, sizeof err), 0);
+                                    err, sizeof err), 0);
     ck_assert (!timed_out);
-    ck_assert_int_ne (status, 0);
-    ck_assert_msg (strstr (output, "Permission denied"), "output: %s", output);
+    ck_assert_int_eq (status, 0);
+    //  bin, lib, lib64 (merged /usr: symlinks), dev, tmp (its directory's
+    //  parents), usr; /dev has null only; no /etc, no /proc.
+    ck_assert_msg (strstr (output, "bin\ndev\nlib\nlib64\ntmp\nusr\nnull\n"), "output: %s", output);
+    ck_assert_msg (strstr (output, "/etc/passwd: No such file"), "output: %s", output);
+    ck_assert_msg (strstr (output, "/proc': No such file"), "output: %s", output);
+    ck_assert_msg (strstr (output, "Read-only file system"), "output: %s", output);
+    ck_assert_msg (strstr (output, "root:") == NULL, "output: %s", output);
+    free (output);
+    char path [128];
+    snprintf (path, sizeof path, "%s/ok", dir);
+    struct stat st;
+    ck_assert_int_eq (stat (path, &st), 0);
+    s_remove_dir (dir);
+}
+END_TEST
+
+//  No socket of any kind for the compiler (its network namespace is empty
+//  anyway: the caps say netns, checked by the supervisor).
+START_TEST (test_exec_no_sockets)
+{
+    char dir [64];
+    s_make_dir (dir, sizeof dir);
+    char *argv [] = { "/usr/bin/python3", "-c",
+                      "import socket\n"
+                      "for f in (socket.AF_INET, socket.AF_UNIX):\n"
+                      "  try: socket.socket(f); print('open')\n"
+                      "  except OSError as e: print(e.errno)\n", NULL };
+    if (access (argv [0], X_OK) != 0)
+        return;
+    char *output = NULL, err [256];
+    int status = -1;
+    bool timed_out = true;
+    ck_assert_int_eq (sandbox_exec (NULL, argv, dir, 30.0, &output, &status, &timed_out,
+                                    err, sizeof err), 0);
+    ck_assert_msg (strcmp (output, "1\n1\n") == 0, "socket errnos: %s", output);
     free (output);
     s_remove_dir (dir);
 }
 END_TEST
 
-START_TEST (test_exec_no_network)
+//  The next backend's runner, an interpreter, is one more kind: it starts
+//  confined in a view of its own, writes only its private directory.
+START_TEST (test_python_kind)
 {
+    char *argv [] = { "/usr/bin/python3", "-c",
+                      "import os, sys, json\n"
+                      "open('scratch', 'w').write('x')\n"
+                      "try: open('/etc/passwd')\n"
+                      "except OSError as e: print('passwd', e.errno)\n"
+                      "try: open('/usr/lib/x', 'w')\n"
+                      "except OSError as e: print('usr', e.errno)\n"
+                      "print('pid', os.getpid(), 'version', sys.version_info[0])\n", NULL };
+    if (access (argv [0], X_OK) != 0)
+        return;
     char dir [64];
     s_make_dir (dir, sizeof dir);
-    //  A network namespace of its own: only lo.
-    char *argv [] = { "/bin/sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '", NULL };
+    sandbox_config_t cfg;
+    sandbox_config_default (&cfg);
+    cfg.kind = SANDBOX_PYTHON;
     char *output = NULL, err [256];
     int status = -1;
     bool timed_out = true;
-    ck_assert_int_eq (sandbox_exec (NULL, argv, dir, 10.0, &output, &status, &timed_out,
-                                           err, sizeof err), 0);
-    ck_assert_msg (strcmp (output, "lo\n") == 0, "interfaces: %s", output);
+    ck_assert_msg (sandbox_exec (&cfg, argv, dir, 30.0, &output, &status, &timed_out, err, sizeof err) == 0,
+                   "python: %s", err);
+    ck_assert_msg (status == 0, "status %d: %s", status, output);
+    ck_assert_msg (strstr (output, "passwd 2\nusr 30\npid 1 version 3\n"), "output: %s", output);
     free (output);
+    char path [128];
+    snprintf (path, sizeof path, "%s/scratch", dir);
+    struct stat st;
+    ck_assert_int_eq (stat (path, &st), 0);
     s_remove_dir (dir);
+}
+END_TEST
+
+//  A program that says "confined" without being so is refused: the
+//  supervisor looks at it, it does not take its word.
+START_TEST (test_lying_runner_refused)
+{
+    char script [] = "/tmp/kgym-liar-XXXXXX";
+    int fd = mkstemp (script);
+    ck_assert_int_ge (fd, 0);
+    const char *text = "#!/bin/bash\n"
+                       "while [ $# -gt 0 ]; do [ \"$1\" = --sync ] && fd=$2; shift; done\n"
+                       "eval \"echo confined >&$fd\"\n"
+                       "exec sleep 30\n";
+    ck_assert_int_eq (write (fd, text, strlen (text)), (ssize_t) strlen (text));
+    close (fd);
+    ck_assert_int_eq (chmod (script, 0755), 0);
+    sandbox_config_t cfg;
+    sandbox_config_default (&cfg);
+    cfg.runner_path = script;
+    char err [512] = "";
+    sandbox_t *sandbox = sandbox_new (&cfg, err, sizeof err);
+    ck_assert_ptr_nonnull (sandbox);
+    sandbox_spawn_t what = { .object_fd = -1, .out_fd = -1 };
+    ck_assert_int_eq (sandbox_spawn (sandbox, &what, err, sizeof err), 0);
+    ck_assert_int_eq (sandbox_confirm (sandbox, 10.0, err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "not confined as asked"), "err: %s", err);
+    //  ...and killed.
+    ck_assert_int_eq (sandbox_pid (sandbox), 0);
+    ck_assert_str_eq (sandbox_caps (sandbox), "{}");
+    sandbox_destroy (&sandbox);
+    unlink (script);
 }
 END_TEST
 
 START_TEST (test_exec_bad_program)
 {
+    char dir [64];
+    s_make_dir (dir, sizeof dir);
     char *output = NULL, err [256] = "";
     int status = -1;
     bool timed_out = true;
     char *relative [] = { "cc", NULL };
-    ck_assert_int_eq (sandbox_exec (NULL, relative, "/tmp", 5.0, &output, &status,
-                                           &timed_out, err, sizeof err), -1);
+    ck_assert_int_eq (sandbox_exec (NULL, relative, dir, 5.0, &output, &status,
+                                    &timed_out, err, sizeof err), -1);
     char *missing [] = { "/nonexistent/program", NULL };
-    ck_assert_int_eq (sandbox_exec (NULL, missing, "/tmp", 5.0, &output, &status,
-                                           &timed_out, err, sizeof err), 0);
+    ck_assert_int_eq (sandbox_exec (NULL, missing, dir, 5.0, &output, &status,
+                                    &timed_out, err, sizeof err), 0);
     ck_assert_int_eq (status, 127);
     ck_assert_msg (strstr (output, "cannot run"), "output: %s", output);
     free (output);
+    //  A tree others use is no runner's writable directory.
+    char *sh [] = { "/bin/true", NULL };
+    ck_assert_int_eq (sandbox_exec (NULL, sh, "/tmp", 5.0, &output, &status, &timed_out,
+                                    err, sizeof err), -1);
+    ck_assert_msg (strstr (err, "not a private directory"), "err: %s", err);
+    struct stat st;
+    ck_assert_int_eq (stat ("/tmp", &st), 0);
+    ck_assert_uint_eq (st.st_uid, 0);
+    s_remove_dir (dir);
 }
 END_TEST
 
@@ -262,8 +347,10 @@ s_suite (void)
     tcase_add_test (tc, test_exec_output_truncated);
     tcase_add_test (tc, test_exec_timeout_kills_group);
     tcase_add_test (tc, test_exec_closed_output_still_times_out);
-    tcase_add_test (tc, test_exec_cannot_read_shadow);
-    tcase_add_test (tc, test_exec_no_network);
+    tcase_add_test (tc, test_exec_sees_only_its_view);
+    tcase_add_test (tc, test_exec_no_sockets);
+    tcase_add_test (tc, test_python_kind);
+    tcase_add_test (tc, test_lying_runner_refused);
     tcase_add_test (tc, test_exec_bad_program);
     tcase_add_test (tc, test_sandbox_cgroup_removed);
     suite_add_tcase (suite, tc);

@@ -843,6 +843,14 @@ s_start_runners (s_exec_t *ex, cpu_backend_job_t *cjob)
             return -1;
         }
     }
+    //  Every runner checked by the sandbox before any loads its module; one
+    //  that is not confined as asked is the sandbox's failure, not the code's.
+    for (int p = 0; p < 3; p++)
+        if (ex->prog [p].runner && cpu_runner_confirm (ex->prog [p].runner, err, sizeof err) != 0) {
+            worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "cannot start the %s's runner: %s",
+                                 s_prog_names [p], err);
+            return -1;
+        }
     for (int p = 0; p < 3; p++) {
         s_prog_t *prog = &ex->prog [p];
         if (!prog->runner)

@@ -4,11 +4,13 @@
     material (format, compiler identity, fixed flags, options in order, the
     host CPU when -march=native, the source; each behind a typed delimiter),
     look in the cache, and on a miss run the compiler through
-    sandbox_exec as nobody in a private directory (0700, owned by
-    nobody, under a 0711 parent so other sandboxed processes can not list
-    it), read k.so back without following links, store it, and remove the
-    directory. Only successful compiles are cached: a failure may have been
-    a resource limit rather than the source.
+    sandbox_exec (kind cc: its own uid, its own pid namespace, a root that
+    holds only the toolchain, read-only, and its private directory, so no
+    host file can reach the object or the log) in a private directory
+    (0700, handed to the runner's uid, under a 0711 parent), read k.so back
+    without following links, store it, and remove the directory. Only
+    successful compiles are cached: a failure may have been a resource
+    limit rather than the source.
 */
 #include "common_util.h"
 #include "cpu_cc.h"
@@ -34,7 +36,6 @@
 #define S_MAX_OPTIONS   64
 #define S_MAX_OPTION    128         //  bytes of one option
 #define S_MAX_SO        (256u << 20)
-#define S_NOBODY        65534
 #define S_TMP_BASE      "/tmp/kgym-cc"
 
 extern char **environ;
@@ -121,7 +122,9 @@ cpu_cc_check_options (char *const *options, size_t noptions, char *err, size_t e
 //  ---------------------------------------------------------------------
 //  Compiler identity and the host CPU (process-wide, found once)
 
-static char s_cc_path [PATH_MAX];
+static char s_cc_path [PATH_MAX];        //  the compiler as found (the cache key names it)
+static char s_cc_real [PATH_MAX];        //  the file it is (what runs inside the view)
+static char s_cc_prefix [PATH_MAX];      //  its install prefix when outside /usr, else ""
 static char s_identity [512];
 static char s_cpu [256];
 static pthread_once_t s_identity_once = PTHREAD_ONCE_INIT;
@@ -185,10 +188,29 @@ s_find_cc (void)
     snprintf (s_cc_path, sizeof s_cc_path, "/usr/bin/cc");
 }
 
+//  The compiler's own file and, outside /usr, its prefix: the view of the
+//  compile holds /usr (sandbox_kind.c) and that prefix only.
+static void
+s_cc_place (void)
+{
+    if (!realpath (s_cc_path, s_cc_real))
+        snprintf (s_cc_real, sizeof s_cc_real, "%s", s_cc_path);
+    s_cc_prefix [0] = 0;
+    if (strncmp (s_cc_real, "/usr/", 5) != 0) {
+        snprintf (s_cc_prefix, sizeof s_cc_prefix, "%s", s_cc_real);
+        for (int up = 0; up < 2; up++) {
+            char *slash = strrchr (s_cc_prefix, '/');
+            if (slash && slash != s_cc_prefix)
+                *slash = 0;
+        }
+    }
+}
+
 static void
 s_identity_init (void)
 {
     s_find_cc ();
+    s_cc_place ();
     char version [256], machine [128];
     char *vargv [] = { s_cc_path, "--version", NULL };
     char *margv [] = { s_cc_path, "-dumpmachine", NULL };
@@ -307,7 +329,7 @@ s_rm_tree (const char *dir)
     nftw (dir, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
-//  The 0711 parent: traversable by nobody, listable by no one else.
+//  The 0711 parent: traversable by the runners' uids, listable by no one else.
 static const char *
 s_tmp_base (void)
 {
@@ -431,7 +453,7 @@ cpu_cc_compile (worker_cache_t *cache, const sandbox_config_t *sandbox,
         return 0;
     }
 
-    //  A private directory the compiler (as nobody) may write in.
+    //  A private directory the compiler (its runner's uid) may write in.
     int rc = -1;
     char dir [PATH_MAX];
     snprintf (dir, sizeof dir, "%s/XXXXXX", s_tmp_base ());
@@ -440,12 +462,11 @@ cpu_cc_compile (worker_cache_t *cache, const sandbox_config_t *sandbox,
         free (material.data);
         return -1;
     }
-    bool root = geteuid () == 0;
     char path [PATH_MAX + 8];
     snprintf (path, sizeof path, "%s/k.c", dir);
-    int fd = open (path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 || s_write_all (fd, source, strlen (source)) != 0
-    ||  (root && (fchown (fd, S_NOBODY, S_NOBODY) != 0 || chown (dir, S_NOBODY, S_NOBODY) != 0))) {
+    //  Readable by the compiler's uid; the 0700 directory keeps others out.
+    int fd = open (path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 || s_write_all (fd, source, strlen (source)) != 0 || fchmod (fd, 0644) != 0) {
         snprintf (err, errlen, "cannot prepare %s: %s", dir, strerror (errno));
         if (fd >= 0)
             close (fd);
@@ -455,7 +476,7 @@ cpu_cc_compile (worker_cache_t *cache, const sandbox_config_t *sandbox,
 
     const char *argv [S_MAX_OPTIONS + 16];
     int n = 0;
-    argv [n++] = s_cc_path;
+    argv [n++] = s_cc_real;
     for (int i = 0; s_fixed_flags [i]; i++)
         argv [n++] = s_fixed_flags [i];
     for (size_t i = 0; i < noptions; i++)
@@ -469,7 +490,15 @@ cpu_cc_compile (worker_cache_t *cache, const sandbox_config_t *sandbox,
     char *output = NULL;
     int status = -1;
     bool timed_out = false;
-    if (sandbox_exec (sandbox, (char *const *) argv, dir, timeout_s, &output, &status,
+    sandbox_config_t cfg;
+    if (sandbox)
+        cfg = *sandbox;
+    else
+        sandbox_config_default (&cfg);
+    cfg.kind = SANDBOX_CC;
+    cfg.view [0] = s_cc_prefix [0]? s_cc_prefix: NULL;
+    cfg.view [1] = NULL;
+    if (sandbox_exec (&cfg, (char *const *) argv, dir, timeout_s, &output, &status,
                              &timed_out, err, errlen) != 0)
         goto done;
     result->log = output;

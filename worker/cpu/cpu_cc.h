@@ -1,8 +1,9 @@
 /*  cpu_cc - C candidates into shared objects with the system compiler.
 
     Options come from an allow-list (anything else is the job's `invalid`);
-    the compiler runs inside the sandbox (sandbox_exec) with its own
-    timeout, as nobody, without network, in a private temporary directory.
+    the compiler runs inside the sandbox (sandbox_exec, kind cc) with its
+    own timeout, as its own uid, without network, in a root that holds only
+    its toolchain and a private temporary directory.
     Results are cached in worker_cache under a hash of: format version,
     compiler identity (`cc --version` + `cc -dumpmachine`), the fixed flags,
     the normalised options, and the source.

@@ -1,9 +1,11 @@
 /*  cpu_runner - the supervisor's handle on one sandboxed kgym-runner.
 
     new() makes the shared memory (a sealed memfd the runner can not
-    shrink), a SOCK_SEQPACKET socketpair and a sandbox (cgroup + process
-    group), spawns the runner on a read-only reopening of the module, and
-    waits for its READY reply (the caps it could enforce). Between requests
+    shrink), a SOCK_SEQPACKET socketpair and a sandbox (uid, cgroup,
+    process group, pid namespace), spawns the runner on a read-only
+    reopening of the module, lets the sandbox check the runner's
+    confinement from outside (the caps come from there, never from the
+    runner) and waits for its READY reply. Between requests
     the runner is kept stopped (SIGSTOP, waited for), so nothing a kernel
     left running can touch the outputs while the caller checks them. Every
     reply is untrusted: sizes are checked, text is sanitised, time is
@@ -26,7 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define S_READY_TIMEOUT_S   5.0     //  exec, confinement and the module's constructors
+#define S_CONFIRM_TIMEOUT_S 10.0    //  exec and confinement (a loaded host is slow)
+#define S_READY_TIMEOUT_S   5.0     //  the module's constructors
 #define S_STOP_TIMEOUT_S    2.0     //  SIGSTOP normally takes microseconds
 #define S_EXIT_GRACE_S      1.0     //  a runner whose socket closed should be dead by then
 
@@ -38,7 +41,7 @@ struct cpu_runner_t {
     size_t shm_size;                //  bytes mapped (= the memfd's size)
     bool alive;                     //  not known to be dead
     bool stopped;                   //  SIGSTOPped since the last reply
-    char caps[256];                 //  caps text of the READY reply
+    bool confirmed;                 //  the sandbox checked its confinement
 };
 
 
@@ -290,8 +293,13 @@ cpu_runner_start (const sandbox_config_t *cfg, int so_fd, char *err, size_t errl
     self->sandbox = sandbox_new (cfg, why, sizeof why);
     if (!self->sandbox)
         goto fail;
-    if (sandbox_spawn (self->sandbox, SANDBOX_MODE_KERNEL, peer, ro, self->shm_fd, -1,
-                              NULL, NULL, why, sizeof why))
+    char sock [16], shm [16];
+    snprintf (sock, sizeof sock, "%d", peer);
+    snprintf (shm, sizeof shm, "%d", self->shm_fd);
+    char *args [] = { "--mode", "kernel", "--sock", sock, "--shm", shm, NULL };
+    int keep [] = { peer, self->shm_fd, -1 };
+    sandbox_spawn_t what = { .args = args, .keep = keep, .object_fd = ro, .out_fd = -1 };
+    if (sandbox_spawn (self->sandbox, &what, why, sizeof why))
         goto fail;
     close (peer);
     close (ro);
@@ -310,7 +318,10 @@ fail:
 int
 cpu_runner_ready (cpu_runner_t *self, char *err, size_t errlen)
 {
-    char why [256] = "";
+    char why [512] = "";
+    //  Nothing of the candidate's runs before the sandbox has checked the runner.
+    if (cpu_runner_confirm (self, why, sizeof why) != 0)
+        goto fail;
     runner_reply_t reply;
     int rc = s_wait_reply (self, common_now_ns () + (uint64_t) (S_READY_TIMEOUT_S * 1e9), &reply);
     if (rc == 1) {
@@ -333,7 +344,6 @@ cpu_runner_ready (cpu_runner_t *self, char *err, size_t errlen)
         snprintf (why, sizeof why, "%s", text [0]? text: "runner setup failed");
         goto fail;
     }
-    s_sanitise (self->caps, sizeof self->caps, reply.message, sizeof reply.message);
     if (sandbox_stop (self->sandbox, S_STOP_TIMEOUT_S) != 0) {
         snprintf (why, sizeof why, "runner died after loading");
         goto fail;
@@ -343,6 +353,19 @@ cpu_runner_ready (cpu_runner_t *self, char *err, size_t errlen)
 fail:
     snprintf (err, errlen, "%s", why [0]? why: "cannot start the runner");
     return -1;
+}
+
+int
+cpu_runner_confirm (cpu_runner_t *self, char *err, size_t errlen)
+{
+    if (self->confirmed)
+        return 0;
+    if (sandbox_confirm (self->sandbox, S_CONFIRM_TIMEOUT_S, err, errlen) != 0) {
+        self->alive = false;
+        return -1;
+    }
+    self->confirmed = true;
+    return 0;
 }
 
 cpu_runner_t *
@@ -452,7 +475,7 @@ cpu_runner_alive (cpu_runner_t *self)
 const char *
 cpu_runner_caps (cpu_runner_t *self)
 {
-    return self->caps;
+    return sandbox_caps (self->sandbox);
 }
 
 sandbox_t *

@@ -57,6 +57,13 @@ cpu_runner_t *cpu_runner_start (const sandbox_config_t *cfg, int so_fd,
                                       char *err, size_t errlen);
 int cpu_runner_ready (cpu_runner_t *self, char *err, size_t errlen);
 
+//  Between the two: wait for the runner to confine itself and let the
+//  sandbox check it from outside (sandbox_confirm), before the module is
+//  loaded. -1 with a reason beginning "sandbox: " (the sandbox's failure,
+//  not the module's; the runner is then dead). ready does it when the
+//  caller has not.
+int cpu_runner_confirm (cpu_runner_t *self, char *err, size_t errlen);
+
 //  The supervisor's mapping of the shared memory, grown to at least size
 //  bytes (contents undefined after growing). NULL on failure.
 void *cpu_runner_shm (cpu_runner_t *self, size_t size);
@@ -78,7 +85,8 @@ uint64_t cpu_runner_cpu_ns (cpu_runner_t *self);
 //  False once the runner has died or was killed.
 bool cpu_runner_alive (cpu_runner_t *self);
 
-//  Caps in force for this runner, JSON object text (borrowed).
+//  Caps in force for this runner, JSON object text (borrowed): built by the
+//  sandbox from what it set up and saw of the runner, never from the runner.
 const char *cpu_runner_caps (cpu_runner_t *self);
 
 //  The runner's sandbox (pid, process group, cgroup), borrowed (added).

@@ -5,8 +5,7 @@
 #include "cuda_kernels.h"
 #include "cuda_msg.h"
 #include "cuda_plan.h"
-#include "cuda_proc.h"
-#include "sandbox_confine.h"
+#include "sandbox.h"
 #include "cuda_nvrtc.h"
 #include "common_log.h"
 #include <math.h>
@@ -40,11 +39,9 @@ struct cuda_backend_t {
     size_t internal_size;       //  its bytes
     //  the runner (guarded by lock)
     pthread_mutex_t lock;       //  execute and runner lifecycle
-    cuda_proc_t *runner;        //  current runner, NULL when none
+    sandbox_t *runner;          //  current runner, NULL when none
     bool ready;                 //  HELLO read and INIT acknowledged
     double spawned_at;          //  when the current runner was spawned
-    sandbox_confine_cgroup_t cg; //  its cgroup (version 0 = none)
-    unsigned cg_serial;         //  names cgroups uniquely
     char caps [512];            //  sandbox caps of the current runner (JSON)
     cuda_backend_stats_t stats;  //  counters
     //  health: after a kernel fault the next runner grades a known-good job first
@@ -84,52 +81,58 @@ struct cuda_backend_job_t {
 static void
 s_runner_stop (cuda_backend_t *self)
 {
-    if (self->runner)
-        cuda_proc_destroy (&self->runner);
-    if (self->cg.version)
-        sandbox_confine_cgroup_remove (&self->cg);
+    sandbox_destroy (&self->runner);
     self->ready = false;
     self->stats.runner_pid = 0;
 }
 
-//  Spawn a runner (in a fresh cgroup when the host lets us make one); its
-//  HELLO is read later, so the cuInit overlaps whatever comes next.
+//  Start a confined runner (sandbox.h, kind cuda: its own cgroup where the
+//  host allows one) and let the sandbox check its confinement; its HELLO is
+//  read later, so the cuInit overlaps whatever comes next.
+static sandbox_t *
+s_runner_start (int device, uint64_t host_mem, char *err, size_t errlen)
+{
+    sandbox_config_t cfg;
+    sandbox_config_default (&cfg);
+    cfg.kind = SANDBOX_CUDA;
+    cfg.mem_bytes = host_mem;
+    cfg.max_pids = RUNNER_PIDS;
+    cfg.cpu_s = SANDBOX_NO_LIMIT;
+    char dev [16];
+    snprintf (dev, sizeof dev, "%d", device);
+    char *args [] = { "--serve", "--device", dev, NULL };
+    sandbox_spawn_t what = { .args = args, .object_fd = -1, .out_fd = -1 };
+    sandbox_t *runner = sandbox_new (&cfg, err, errlen);
+    if (!runner || sandbox_spawn (runner, &what, err, errlen) || sandbox_confirm (runner, HELLO_TIMEOUT, err, errlen))
+        sandbox_destroy (&runner);
+    return runner;
+}
+
 static int
 s_runner_spawn (cuda_backend_t *self, char *err, size_t errlen)
 {
     s_runner_stop (self);
-    char name [64], why [256];
-    snprintf (name, sizeof name, "cuda%d-%d-%u", self->device, (int) getpid (), self->cg_serial++);
-    if (sandbox_confine_cgroup_new (name, self->host_mem, RUNNER_PIDS, &self->cg, why, sizeof why))
-        memset (&self->cg, 0, sizeof self->cg);
-    char device [16];
-    snprintf (device, sizeof device, "%d", self->device);
-    const char *args [] = { "--serve", "--device", device, NULL };
     self->spawned_at = cuda_now ();
-    self->runner = cuda_proc_new (CUDA_PROC_RUNNER, args, self->cg.version? &self->cg: NULL, err, errlen);
-    if (!self->runner) {
-        if (self->cg.version)
-            sandbox_confine_cgroup_remove (&self->cg);
+    self->runner = s_runner_start (self->device, self->host_mem, err, errlen);
+    if (!self->runner)
         return -1;
-    }
     self->stats.runner_starts++;
-    self->stats.runner_pid = (int) cuda_proc_pid (self->runner);
+    self->stats.runner_pid = sandbox_pid (self->runner);
     return 0;
 }
 
 //  Read HELLO. 0 with *hello (new reference), 1 no device, -1 failure.
 static int
-s_read_hello (cuda_proc_t *runner, json_t **hello, char *err, size_t errlen)
+s_read_hello (sandbox_t *runner, json_t **hello, char *err, size_t errlen)
 {
     *hello = NULL;
     cuda_msg_t msg;
     char why [256];
-    int rc = cuda_msg_recv (cuda_proc_fd (runner), &msg, HELLO_TIMEOUT, why, sizeof why);
+    int rc = cuda_msg_recv (sandbox_channel (runner), &msg, HELLO_TIMEOUT, why, sizeof why);
     if (rc != 0) {
-        int wstatus = 0;
-        char what [64] = "still running";
-        if (cuda_proc_wait (runner, 0.2, &wstatus))
-            cuda_proc_describe (wstatus, what, sizeof what);
+        char what [160] = "still running";
+        if (sandbox_wait (runner, 0.2) == 0)
+            sandbox_describe (runner, what, sizeof what);
         common_seterr (err, errlen, "kgym-cuda-runner did not say hello: %s (%s)", why, what);
         return -1;
     }
@@ -164,10 +167,10 @@ s_take_hello (cuda_backend_t *self, json_t **hello, char *err, size_t errlen)
         return rc;
     }
     self->stats.cuinit_s = json_number_value (json_object_get (*hello, "cuinit_s"));
-    json_t *caps = json_object_get (*hello, "caps");
-    char *text = caps? json_dumps (caps, JSON_COMPACT): NULL;
-    snprintf (self->caps, sizeof self->caps, "%s", text? text: "{}");
-    free (text);
+    //  The supervisor's own view (sandbox_caps), after cuInit: with the
+    //  address-space limit the runner set itself when it has no cgroup.
+    sandbox_caps_refresh (self->runner);
+    snprintf (self->caps, sizeof self->caps, "%s", sandbox_caps (self->runner));
     return 0;
 }
 
@@ -179,7 +182,7 @@ s_send_init (cuda_backend_t *self, char *err, size_t errlen)
     size_t sizes [1] = { self->internal_size };
     cuda_msg_t msg;
     char why [256] = "";
-    int fd = cuda_proc_fd (self->runner);
+    int fd = sandbox_channel (self->runner);
     if (cuda_msg_send_text (fd, CUDA_MSG_INIT, "{}", 1, blobs, sizes)
     ||  cuda_msg_recv (fd, &msg, INIT_TIMEOUT, why, sizeof why) != 0) {
         common_seterr (err, errlen, "kgym-cuda-runner INIT failed: %s", why [0]? why: "send failed");
@@ -208,7 +211,7 @@ static int
 s_runner_ready (cuda_backend_t *self, char *err, size_t errlen)
 {
     //  A runner that died while idle (its watchdog, a stray signal) is replaced.
-    if (self->runner && cuda_proc_exited (self->runner, NULL))
+    if (self->runner && sandbox_exited (self->runner))
         s_runner_stop (self);
     if (self->ready)
         return 0;
@@ -231,13 +234,12 @@ cuda_backend_probe (int device, char *arch, size_t archlen, json_t **hello_out,
         *hello_out = NULL;
     char dev [16];
     snprintf (dev, sizeof dev, "%d", device);
-    const char *args [] = { "--serve", "--device", dev, NULL };
-    cuda_proc_t *runner = cuda_proc_new (CUDA_PROC_RUNNER, args, NULL, err, errlen);
+    sandbox_t *runner = s_runner_start (device, DEFAULT_HOST_MEM, err, errlen);
     if (!runner)
         return -1;
     json_t *hello = NULL;
     int rc = s_read_hello (runner, &hello, err, errlen);
-    cuda_proc_destroy (&runner);
+    sandbox_destroy (&runner);
     if (rc != 0)
         return rc;
     const char *a = json_string_value (json_object_get (json_object_get (hello, "device"), "arch"));
@@ -335,7 +337,7 @@ cuda_backend_destroy (cuda_backend_t **self_p)
     cuda_backend_t *self = *self_p;
     pthread_mutex_lock (&self->lock);
     if (self->runner && self->ready)
-        cuda_msg_send (cuda_proc_fd (self->runner), CUDA_MSG_EXIT, 0, NULL, NULL);
+        cuda_msg_send (sandbox_channel (self->runner), CUDA_MSG_EXIT, 0, NULL, NULL);
     s_runner_stop (self);
     pthread_mutex_unlock (&self->lock);
     pthread_mutex_destroy (&self->lock);
@@ -554,7 +556,7 @@ s_run_locked (cuda_backend_t *self, cuda_backend_job_t *prep, worker_outcome_t *
         blobs [p] = prep->mods [p].image? (const void *) prep->mods [p].image: (const void *) "";
         sizes [p] = prep->mods [p].image? prep->mods [p].size: 0;
     }
-    int fd = cuda_proc_fd (self->runner);
+    int fd = sandbox_channel (self->runner);
     int sent = cuda_msg_send_text (fd, CUDA_MSG_JOB, text, 3, blobs, sizes);
     free (text);
     cuda_msg_t msg;
@@ -570,11 +572,10 @@ s_run_locked (cuda_backend_t *self, cuda_backend_job_t *prep, worker_outcome_t *
         recycle = fault = true;
     }
     else if (rc != 0) {
-        int wstatus = 0;
-        char what [64] = "no exit status";
-        if (cuda_proc_wait (self->runner, 0.5, &wstatus))
-            cuda_proc_describe (wstatus, what, sizeof what);
-        bool oom = self->cg.version && sandbox_confine_cgroup_oom (&self->cg);
+        char what [160] = "no exit status";
+        if (sandbox_wait (self->runner, 0.5) == 0)
+            sandbox_describe (self->runner, what, sizeof what);
+        bool oom = sandbox_oom (self->runner);
         worker_outcome_fail (out, STATUS_RUNTIME_ERROR, "kgym-cuda-runner died during the job "
                              "(%s%s; %s)", what, oom? ", host memory cap reached": "",
                              sent? "send failed": why);
@@ -713,7 +714,7 @@ cuda_backend_selftest (cuda_backend_t *self)
     if (rc != NVRTC_OK)
         log_warn ("cuda", "self-test does not compile: %s %s", err, res.log? res.log: "");
     else if (s_runner_ready (self, err, sizeof err) == 0) {
-        int fd = cuda_proc_fd (self->runner);
+        int fd = sandbox_channel (self->runner);
         cuda_msg_t msg;
         char why [256];
         const void *blobs [1] = { res.image };

@@ -1,8 +1,6 @@
 /*  cuda_compiler - kgym-nvrtc: one NVRTC compile in a confined process.  */
 #include "cuda_compiler.h"
 #include "cuda_msg.h"
-#include "cuda_proc.h"
-#include "sandbox_confine.h"
 #include "cuda_nvrtc.h"
 #include <dlfcn.h>
 #include <jansson.h>
@@ -14,8 +12,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CAPS_LEN 1024
 
 //  Keep the first WORKER_NVRTC_MAX_LOG bytes of a log.
 static void
@@ -86,68 +82,31 @@ s_compile (const char *name, const char *source, char *const *norm, size_t nnorm
 
 
 
-//  Directory holding a loaded library (for NVRTC's builtins), or "".
+//  NVRTC loads its builtins library at the first compile, from its own
+//  directory, which the confined root does not hold: load it now.
 static void
-s_lib_dir (void *symbol, char *out, size_t size)
+s_preload_builtins (void)
 {
     Dl_info info;
-    out [0] = 0;
-    if (dladdr (symbol, &info) && info.dli_fname) {
-        char real [PATH_MAX];
-        if (realpath (info.dli_fname, real))
-            snprintf (out, size, "%s", dirname (real));
-    }
+    char real [PATH_MAX], path [PATH_MAX + 64];
+    int major = 0, minor = 0;
+    if (!dladdr ((void *) nvrtcVersion, &info) || !info.dli_fname || !realpath (info.dli_fname, real)
+    ||  nvrtcVersion (&major, &minor) != NVRTC_SUCCESS)
+        return;
+    snprintf (path, sizeof path, "%s/libnvrtc-builtins.so.%d.%d", dirname (real), major, minor);
+    dlopen (path, RTLD_NOW | RTLD_GLOBAL);
 }
 
 int
-cuda_compiler_run (int fd, uint32_t cpu_limit, bool confine)
+cuda_compiler_run (int fd, const sandbox_confine_args_t *sandbox)
 {
-    cuda_proc_close_inherited (fd);
     signal (SIGPIPE, SIG_IGN);
     signal (SIGXFSZ, SIG_IGN);
-    char caps [CAPS_LEN] = "{}";
     char err [512] = "";
-    if (confine) {
-        //  Landlock: NVRTC may read the toolkit, the libraries and the
-        //  loader's files, nothing else (so #include "/some/secret" fails).
-        char include [PATH_MAX], root [PATH_MAX], nvrtc_dir [PATH_MAX];
-        const char *inc = cuda_nvrtc_include_dir ();
-        if (!realpath (inc, include))
-            snprintf (include, sizeof include, "%s", inc);
-        char parent [PATH_MAX];
-        snprintf (parent, sizeof parent, "%s", include);
-        snprintf (root, sizeof root, "%s", dirname (parent));
-        s_lib_dir ((void *) nvrtcVersion, nvrtc_dir, sizeof nvrtc_dir);
-        sandbox_confine_opts_t conf;
-        memset (&conf, 0, sizeof conf);
-        conf.netns = true;
-        conf.drop_to_nobody = true;
-        conf.rlimit_as = 8ull << 30;
-        conf.rlimit_cpu = cpu_limit? cpu_limit: 60;
-        conf.rlimit_fsize = 1u << 20;
-        conf.rlimit_nofile = 256;
-        size_t n = 0;
-        conf.landlock_read [n++] = root;
-        conf.landlock_read [n++] = include;
-        if (nvrtc_dir [0])
-            conf.landlock_read [n++] = nvrtc_dir;
-        conf.landlock_read [n++] = "/usr/lib";
-        conf.landlock_read [n++] = "/lib";
-        conf.landlock_read [n++] = "/usr/lib64";
-        conf.landlock_read [n++] = "/lib64";
-        conf.landlock_read [n++] = "/etc/ld.so.cache";
-        conf.landlock_read [n++] = "/proc/self";
-        conf.landlock_read [n++] = "/dev/urandom";
-        conf.landlock_write [0] = "/dev/null";
-        conf.seccomp = true;
-        conf.seccomp_allow = SANDBOX_CONFINE_DENY_WRITE;
-        if (sandbox_confine (&conf, caps, sizeof caps, err, sizeof err)) {
-            json_t *reply = json_pack ("{s:s, s:s}", "status", "error", "error", err);
-            cuda_msg_send_json (fd, CUDA_MSG_COMPILED, reply, 0, NULL, NULL);
-            json_decref (reply);
-            return 2;
-        }
-    }
+    s_preload_builtins ();
+    //  Refused: the supervisor hears why on the sandbox's own socket.
+    if (sandbox && sandbox_confine (sandbox, err, sizeof err))
+        return 2;
     cuda_msg_t msg;
     char why [256];
     if (cuda_msg_recv (fd, &msg, 30.0, why, sizeof why) != 0)

@@ -9,7 +9,7 @@
 #include "cuda_nvrtc.h"
 #include "common_hash.h"
 #include "cuda_msg.h"
-#include "cuda_proc.h"
+#include "sandbox.h"
 #include "kgym_config.h"
 #include <ctype.h>
 #include <dlfcn.h>
@@ -303,12 +303,21 @@ s_compile_in_child (const char *name, const char *source, char *const *norm, siz
                     const char *arch, double timeout_s, cuda_nvrtc_result_t *result,
                     char *err, size_t errlen)
 {
-    char timeout_text [32];
-    snprintf (timeout_text, sizeof timeout_text, "%.0f", timeout_s + 1.5);
-    const char *args [] = { "--cpu-limit", timeout_text, NULL };
-    cuda_proc_t *proc = cuda_proc_new (CUDA_PROC_NVRTC, args, NULL, err, errlen);
-    if (!proc)
+    //  Its root holds the toolkit's headers only; no cgroup (a compile is
+    //  short): an 8 GiB address space, its own uid counting its threads.
+    sandbox_config_t cfg;
+    sandbox_config_default (&cfg);
+    cfg.kind = SANDBOX_NVRTC;
+    cfg.mem_bytes = (8ull << 30) - (256ull << 20);
+    cfg.max_pids = 64;
+    cfg.cpu_s = (uint32_t) (timeout_s + 2.5);
+    cfg.view [0] = cuda_nvrtc_include_dir ();
+    sandbox_spawn_t what = { .object_fd = -1, .out_fd = -1 };
+    sandbox_t *proc = sandbox_new (&cfg, err, errlen);
+    if (!proc || sandbox_spawn (proc, &what, err, errlen) || sandbox_confirm (proc, 10.0, err, errlen)) {
+        sandbox_destroy (&proc);
         return NVRTC_INTERNAL;
+    }
 
     json_t *req = json_pack ("{s:s, s:s, s:[]}", "name", name, "arch", arch, "options");
     for (size_t i = 0; req && i < nnorm; i++)
@@ -319,27 +328,26 @@ s_compile_in_child (const char *name, const char *source, char *const *norm, siz
     size_t sizes [1] = { strlen (source) };
     int status = NVRTC_INTERNAL;
     double start = cuda_now ();
-    if (!text || cuda_msg_send_text (cuda_proc_fd (proc), CUDA_MSG_COMPILE, text, 1, blobs, sizes)) {
+    if (!text || cuda_msg_send_text (sandbox_channel (proc), CUDA_MSG_COMPILE, text, 1, blobs, sizes)) {
         common_seterr (err, errlen, "cannot send the compile request");
         free (text);
-        cuda_proc_destroy (&proc);
+        sandbox_destroy (&proc);
         return NVRTC_INTERNAL;
     }
     free (text);
     cuda_msg_t msg;
     char why [256] = "";
-    int rc = cuda_msg_recv (cuda_proc_fd (proc), &msg, timeout_s, why, sizeof why);
+    int rc = cuda_msg_recv (sandbox_channel (proc), &msg, timeout_s, why, sizeof why);
     if (rc == 1) {
-        cuda_proc_kill (proc);
+        sandbox_kill (proc);
         common_seterr (err, errlen, "compile timed out after %g s", timeout_s);
         status = NVRTC_TIMEOUT;
     }
     else if (rc != 0 || msg.type != CUDA_MSG_COMPILED || msg.nparts < 1) {
-        int wstatus = 0;
-        char what [64] = "still running";
+        char what [160] = "still running";
         //  The child's status tells a CPU-limit kill from a crash.
-        if (cuda_proc_wait (proc, 0.5, &wstatus))
-            cuda_proc_describe (wstatus, what, sizeof what);
+        if (sandbox_wait (proc, 0.5) == 0)
+            sandbox_describe (proc, what, sizeof what);
         if (rc != 0 && cuda_now () - start >= timeout_s * 0.95) {
             common_seterr (err, errlen, "compile timed out after %g s", timeout_s);
             status = NVRTC_TIMEOUT;
@@ -371,7 +379,7 @@ s_compile_in_child (const char *name, const char *source, char *const *norm, siz
         json_decref (reply);
         cuda_msg_free (&msg);
     }
-    cuda_proc_destroy (&proc);
+    sandbox_destroy (&proc);
     return status;
 }
 

@@ -3,10 +3,11 @@
     Options come from an allow-list and are normalised (spelling, defaults)
     before they enter the cache key; anything else makes the job `invalid`.
     The compile itself never runs in the caller: cuda_nvrtc_compile
-    spawns kgym-nvrtc (cuda_compiler; confined: no network, nobody, no
-    exec, no file writes, Landlock read-only view, CPU and memory rlimits),
-    which compiles with cuda_nvrtc_flags and sends the cubin back; after
-    the timeout the whole process group is killed, so a pathological
+    starts kgym-nvrtc in the sandbox (kind nvrtc, see cuda_compiler.h: its
+    own uid and namespaces, no network, exec or file writes, a root holding
+    only the toolkit's headers, CPU and memory rlimits), which compiles
+    with cuda_nvrtc_flags and sends the cubin back; after the timeout its
+    whole pid namespace is killed, so a pathological
     template cannot wedge a worker.
 
     Cubins are for the device's own arch (--gpu-architecture=sm_XX, never

@@ -4,10 +4,10 @@
 #include "cuda_exec.h"
 #include "cuda_msg.h"
 #include "cuda_plan.h"
-#include "cuda_proc.h"
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -19,8 +19,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define CAPS_LEN 1024
-
 
 int
 cuda_runner_opts_parse (int argc, char **argv, cuda_runner_opts_t *opts, char *err, size_t errlen)
@@ -28,27 +26,22 @@ cuda_runner_opts_parse (int argc, char **argv, cuda_runner_opts_t *opts, char *e
     memset (opts, 0, sizeof *opts);
     opts->fd = 3;
     opts->confine = true;
+    for (int i = 1; i < argc; i++)
+        if (strcmp (argv [i], "--no-confine") == 0)
+            opts->confine = false;
+    if (opts->confine && (argc = sandbox_confine_parse (argc, argv, &opts->sandbox, err, errlen)) < 0)
+        return -1;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv [i];
         const char *value = i + 1 < argc? argv [i + 1]: NULL;
-        if (strcmp (arg, "--serve") == 0)
+        if (strcmp (arg, "--serve") == 0 || strcmp (arg, "--no-confine") == 0)
             continue;
-        else if (strcmp (arg, "--no-confine") == 0)
-            opts->confine = false;
         else if (value && strcmp (arg, "--fd") == 0) {
             opts->fd = atoi (value);
             i++;
         }
         else if (value && strcmp (arg, "--device") == 0) {
             opts->device = atoi (value);
-            i++;
-        }
-        else if (value && strcmp (arg, "--cgroup") == 0) {
-            if (opts->ncgroups + 1 >= SANDBOX_CONFINE_MAX_CGROUPS) {
-                common_seterr (err, errlen, "too many --cgroup");
-                return -1;
-            }
-            opts->cgroups [opts->ncgroups++] = value;
             i++;
         }
         else {
@@ -65,25 +58,19 @@ cuda_runner_opts_parse (int argc, char **argv, cuda_runner_opts_t *opts, char *e
 
 //  --- serve mode ---
 
-//  True when the environment variable is "0".
-static bool
-s_off (const char *name)
-{
-    const char *value = getenv (name);
-    return value && strcmp (value, "0") == 0;
-}
+static int s_channel = -1;
 
-static pid_t s_parent;
-
-//  Exit as soon as the parent is gone, whatever the main thread is stuck in.
+//  Exit as soon as the supervisor's end of the socket is gone, whatever the
+//  main thread is stuck in (in its pid namespace the parent is not visible:
+//  getppid() is 0 whether it lives or not).
 static void *
 s_watchdog (void *arg)
 {
     (void) arg;
     for (;;) {
-        if (getppid () != s_parent)
+        struct pollfd pfd = { .fd = s_channel, .events = POLLRDHUP };
+        if (poll (&pfd, 1, -1) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
             _exit (3);
-        usleep (250000);
     }
     return NULL;
 }
@@ -228,8 +215,7 @@ int
 cuda_runner_serve (const cuda_runner_opts_t *opts)
 {
     int fd = opts->fd;
-    s_parent = getppid ();
-    cuda_proc_close_inherited (fd);
+    s_channel = fd;
     signal (SIGPIPE, SIG_IGN);
     signal (SIGXFSZ, SIG_IGN);
     //  Eager loading: module memory shows at load time, no first-launch stalls.
@@ -237,28 +223,10 @@ cuda_runner_serve (const cuda_runner_opts_t *opts)
     setenv ("CUDA_CACHE_DISABLE", "1", 1);
     setenv ("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
 
-    char caps [CAPS_LEN] = "{}";
     char err [512] = "";
-    if (opts->confine) {
-        sandbox_confine_opts_t conf;
-        memset (&conf, 0, sizeof conf);
-        for (size_t i = 0; i < opts->ncgroups; i++)
-            conf.cgroups [i] = opts->cgroups [i];
-        //  Operator knobs to narrow down a host where CUDA fails when confined;
-        //  the caps reported show what stayed in force.
-        conf.netns = !s_off ("KGYM_CUDA_NETNS");
-        conf.drop_to_nobody = !s_off ("KGYM_CUDA_NOBODY");
-        conf.rlimit_fsize = 64ull << 20;
-        conf.rlimit_nofile = 1024;
-        conf.seccomp = !s_off ("KGYM_CUDA_SECCOMP");
-        conf.seccomp_allow = 0;
-        if (sandbox_confine (&conf, caps, sizeof caps, err, sizeof err)) {
-            json_t *hello = json_pack ("{s:s, s:b}", "error", err, "no_device", 0);
-            cuda_msg_send_json (fd, CUDA_MSG_HELLO, hello, 0, NULL, NULL);
-            json_decref (hello);
-            return 2;
-        }
-    }
+    //  Refused: the supervisor hears why on the sandbox's own socket.
+    if (opts->confine && sandbox_confine (&opts->sandbox, err, sizeof err))
+        return 2;
     double t0 = cuda_now ();
     cuda_exec_t *exec = cuda_exec_new (opts->device, err, sizeof err);
     if (!exec) {
@@ -272,21 +240,14 @@ cuda_runner_serve (const cuda_runner_opts_t *opts)
     const cuda_exec_device_t *dev = cuda_exec_device (exec);
     char cpus [512];
     s_pin_numa (dev->bus_id, cpus, sizeof cpus);
-    json_error_t jerr;
-    json_t *caps_json = json_loads (caps, 0, &jerr);
-    if (!caps_json)
-        caps_json = json_object ();
-    if (opts->confine && opts->ncgroups == 0) {
-        uint64_t limit = s_fallback_as (dev);
-        if (limit)
-            json_object_set_new (caps_json, "rlimit_as", json_integer ((json_int_t) limit));
-    }
-    json_object_set_new (caps_json, "cpus", json_string (cpus));
+    //  The supervisor sees the limit in /proc and reports it (sandbox_caps).
+    if (opts->confine && !opts->sandbox.cgroups [0])
+        s_fallback_as (dev);
     pthread_t watchdog;
     if (pthread_create (&watchdog, NULL, s_watchdog, NULL) == 0)
         pthread_detach (watchdog);
-    json_t *hello = json_pack ("{s:o, s:o, s:f, s:i}", "device", cuda_exec_device_json (dev),
-                               "caps", caps_json, "cuinit_s", init_s, "pid", (int) getpid ());
+    json_t *hello = json_pack ("{s:o, s:s, s:f, s:i}", "device", cuda_exec_device_json (dev),
+                               "cpus", cpus, "cuinit_s", init_s, "pid", (int) getpid ());
     cuda_msg_send_json (fd, CUDA_MSG_HELLO, hello, 0, NULL, NULL);
     json_decref (hello);
     int rc = s_serve_loop (fd, exec);

@@ -1,12 +1,13 @@
 /*  cuda_runner - kgym-cuda-runner: the sandboxed owner of one GPU's contexts.
 
-    Confine (sandbox_confine: cgroup, network namespace, nobody, rlimits,
-    seccomp), cuInit, pin to the GPU's NUMA node, say HELLO (device facts
-    and caps, or why there is no device), then serve INIT (contexts +
+    Confine (sandbox_confine, kind cuda: cgroup, pid, network and IPC
+    namespaces, its own uid, rlimits, seccomp; checked by the supervisor
+    before it goes on), cuInit, pin to the GPU's NUMA node, say HELLO
+    (device facts, or why there is no device), then serve INIT (contexts +
     internal module), JOB (a cuda_plan and three module images -> RESULT)
     and SELFTEST until EXIT, EOF or a fatal CUDA error. A watchdog thread
-    exits when the parent process is gone, even while a kernel hangs the
-    main thread. NVRTC compiles run elsewhere (cuda_compiler, kgym-nvrtc),
+    exits when the supervisor's end of the socket closes, even while a
+    kernel hangs the main thread. NVRTC compiles run elsewhere (cuda_compiler, kgym-nvrtc),
     so this binary is the only one that needs libcuda.
 
     Talks to cuda_backend over fd 3 (cuda_msg). Host code here is trusted;
@@ -23,12 +24,12 @@
 typedef struct {
     int fd;                     //  socket to the supervisor (--fd, default 3)
     int device;                 //  CUDA ordinal (--device)
-    const char *cgroups [SANDBOX_CONFINE_MAX_CGROUPS];  //  --cgroup DIR (repeatable)
-    size_t ncgroups;            //  entries used
     bool confine;               //  false with --no-confine (debugging only)
+    sandbox_confine_args_t sandbox;     //  the sandbox's options (sandbox_confine.h)
 } cuda_runner_opts_t;
 
-//  Parse argv. 0, or -1 with a reason.
+//  Parse argv (the sandbox's options are required unless --no-confine).
+//  0, or -1 with a reason.
 int cuda_runner_opts_parse (int argc, char **argv, cuda_runner_opts_t *opts, char *err, size_t errlen);
 
 //  Serve until EXIT, EOF or a fatal error; returns the process exit code.

@@ -64,7 +64,6 @@
 #define WALL_FACTOR     3.0         //  candidate wall time allowed per second of its budget
 #define BUILD_MAX_BYTES (1ull << 30)//  one build's artifacts kept at most
 #define BUILD_MAX_FILES 4096        //  and as many files
-#define S_NOBODY        65534
 
 typedef struct {
     worker_eval_config_t cfg;       //  copy (strings borrowed from the caller)
@@ -681,7 +680,8 @@ s_build_restore (s_exec_t *ex, const char *key)
     struct stat st;
     if (lstat (kept, &st) != 0 || !S_ISDIR (st.st_mode))
         return false;
-    int owner = geteuid () == 0? S_NOBODY: -1;
+    //  The files are the candidate's runner's (its own uid), as its directory is.
+    int owner = geteuid () == 0? (int) python_proc_uid (ex->cand): -1;
     bool any = false;
     for (int i = 0; s_build_parts [i]; i++) {
         char from [PATH_MAX], to [PATH_MAX];
@@ -783,8 +783,13 @@ s_correctness (s_exec_t *ex)
     return 0;
 }
 
+//  The candidate's timed runs. On the CPU the baseline's are interleaved
+//  with them, on the same inputs, the candidate stopped meanwhile: both
+//  meet the same load (a host's load changes faster than a phase lasts).
+//  On a GPU the baseline was timed before the candidate existed
+//  (s_baseline): a GPU kernel left running is not stopped by a signal.
 static int
-s_timing (s_exec_t *ex, double *cand_us)
+s_timing (s_exec_t *ex, double *cand_us, double *base_us)
 {
     const common_eval_t *eval = &ex->job->eval;
     size_t ts = ex->task->timing_size;
@@ -794,14 +799,35 @@ s_timing (s_exec_t *ex, double *cand_us)
         uint64_t seed = s_seed (ex->seed, "time", i, 0);
         char when [64];
         snprintf (when, sizeof when, "timed run %u", i);
-        double t = 0;
+        double t = 0, b = 0;
         if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, false, NULL, NULL)
-        ||  s_inputs (ex, ex->cand, seed)
-        ||  (ex->gpu && s_simple (ex, ex->ref, json_pack ("{s:s}", "op", "flush"), TRUSTED_S))
-        ||  s_candidate_call (ex, seed, true, when, (uint32_t) ts, TASK_MAX_TRIALS + i, &t))
+        ||  s_inputs (ex, ex->cand, seed))
             return -1;
-        if (i >= eval->warmup)
+        bool base_first = i % 2 == 0;
+        for (int turn = 0; turn < 2; turn++) {
+            if ((turn == 0) == base_first) {
+                if (ex->gpu)
+                    continue;
+                if (python_proc_stop (ex->cand)) {
+                    worker_outcome_fail (ex->out, STATUS_RUNTIME_ERROR, "the candidate's runner "
+                                         "exited or could not be stopped (%s)", when);
+                    return -1;
+                }
+                int rc = s_reference_call (ex, false, true, NULL, &b);
+                python_proc_continue (ex->cand);
+                if (rc)
+                    return -1;
+            }
+            else
+            if ((ex->gpu && s_simple (ex, ex->ref, json_pack ("{s:s}", "op", "flush"), TRUSTED_S))
+            ||  s_candidate_call (ex, seed, true, when, (uint32_t) ts, TASK_MAX_TRIALS + i, &t))
+                return -1;
+        }
+        if (i >= eval->warmup) {
             cand_us [i - eval->warmup] = t * 1e6;
+            if (!ex->gpu)
+                base_us [i - eval->warmup] = b * 1e6;
+        }
     }
     return 0;
 }
@@ -980,7 +1006,7 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "%s", err);
         goto done;
     }
-    if (s_load (&ex, ex.ref) || (timing && s_baseline (&ex, base_us)))
+    if (s_load (&ex, ex.ref) || (timing && ex.gpu && s_baseline (&ex, base_us)))
         goto done;
     char key [2 * COMMON_HASH_BYTES + 1];
     s_build_key (&ex, hello, key);
@@ -990,7 +1016,7 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
         goto done;
     if (!out->cache_hit [0])
         s_build_keep (&ex, key);
-    if (s_correctness (&ex) || (timing && s_timing (&ex, cand_us)))
+    if (s_correctness (&ex) || (timing && s_timing (&ex, cand_us, base_us)))
         goto done;
     if (timing) {
         out->speedup = worker_grade_speedup (cand_us, eval->timed, base_us, eval->timed,

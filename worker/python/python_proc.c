@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define S_NOBODY        65534
+#define S_CONFIRM_S     30.0            //  exec and confinement (a loaded host is slow)
 #define S_MAX_REPLY     (64u << 20)     //  bytes of one reply
 #define S_STOP_S        2.0             //  SIGSTOP normally takes microseconds
 
@@ -59,6 +59,21 @@ python_proc_destroy (python_proc_t **self_p)
     *self_p = NULL;
 }
 
+//  path without its last up components, "" when there is nothing left.
+static void
+s_parent (const char *path, int up, char *out, size_t len)
+{
+    snprintf (out, len, "%s", path? path: "");
+    for (int i = 0; i < up; i++) {
+        char *slash = strrchr (out, '/');
+        if (!slash || slash == out) {
+            out [0] = 0;
+            return;
+        }
+        *slash = 0;
+    }
+}
+
 python_proc_t *
 python_proc_new (const python_proc_config_t *cfg, char *err, size_t errlen)
 {
@@ -88,11 +103,6 @@ python_proc_new (const python_proc_config_t *cfg, char *err, size_t errlen)
             goto fail;
         }
     }
-    //  The runner drops to nobody: its directory is its own, no one else's.
-    if (geteuid () == 0 && chown (self->dir, S_NOBODY, S_NOBODY) != 0) {
-        common_seterr (err, errlen, "chown %s: %s", self->dir, strerror (errno));
-        goto fail;
-    }
     char path [PATH_MAX + 32];
     snprintf (path, sizeof path, "%s/stderr.log", self->dir);
     out = open (path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -106,7 +116,29 @@ python_proc_new (const python_proc_config_t *cfg, char *err, size_t errlen)
     }
     self->sock = sv [0];
     peer = sv [1];
-    self->sandbox = sandbox_new (cfg->sandbox, err, errlen);
+    //  The sandbox's python kind (docs/sandbox.md): a read-only view of the
+    //  interpreter, the system's packages and toolchain, this runner's
+    //  script, and for a GPU the devices and /sys; its own directory the
+    //  only writable place, handed to its own uid.
+    sandbox_config_t scfg;
+    if (cfg->sandbox)
+        scfg = *cfg->sandbox;
+    else
+        sandbox_config_default (&scfg);
+    scfg.kind = SANDBOX_PYTHON;
+    char script_dir [PATH_MAX], prefix [PATH_MAX];
+    s_parent (cfg->script, 1, script_dir, sizeof script_dir);
+    s_parent (cfg->python, 2, prefix, sizeof prefix);
+    int nview = 0;
+    scfg.view [nview++] = script_dir;
+    if (strncmp (prefix, "/usr", 4) != 0 || (prefix [4] && prefix [4] != '/'))
+        scfg.view [nview++] = prefix;
+    if (strcmp (cfg->device, "cuda") == 0) {
+        scfg.view [nview++] = "/dev";
+        scfg.view [nview++] = "/sys";
+    }
+    scfg.view [nview] = NULL;
+    self->sandbox = sandbox_new (&scfg, err, errlen);
     if (!self->sandbox)
         goto fail;
     char fd_text [16], shm_text [16], gpu_text [16];
@@ -114,13 +146,16 @@ python_proc_new (const python_proc_config_t *cfg, char *err, size_t errlen)
     snprintf (shm_text, sizeof shm_text, "%d", self->shm_fd);
     snprintf (gpu_text, sizeof gpu_text, "%d", cfg->gpu);
     //  -I: no user site-packages, no PYTHON* variables, no script directory on the path.
-    char *const argv [] = {
+    char *const args [] = {
+        "--mode", "exec", "--",
         (char *) cfg->python, "-I", (char *) cfg->script, "--fd", fd_text, "--shm", shm_text,
         "--role", (char *) cfg->role, "--device", (char *) cfg->device, "--dir", self->dir,
         "--gpu", gpu_text, NULL
     };
-    if (sandbox_spawn (self->sandbox, SANDBOX_MODE_EXEC, peer, -1, self->shm_fd, out, self->dir,
-                       argv, err, errlen))
+    int keep [] = { peer, self->shm_fd, -1 };
+    sandbox_spawn_t what = { .args = args, .keep = keep, .object_fd = -1, .out_fd = out, .cwd = self->dir };
+    if (sandbox_spawn (self->sandbox, &what, err, errlen)
+    ||  sandbox_confirm (self->sandbox, S_CONFIRM_S, err, errlen))
         goto fail;
     close (peer);
     close (out);
@@ -358,9 +393,14 @@ python_proc_dir (python_proc_t *self)
     return self->dir;
 }
 
+uid_t
+python_proc_uid (python_proc_t *self)
+{
+    return sandbox_uid (self->sandbox);
+}
+
 const char *
 python_proc_caps (python_proc_t *self)
 {
-    (void) self;
-    return sandbox_host_caps ();
+    return sandbox_caps (self->sandbox);
 }

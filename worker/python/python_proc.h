@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <jansson.h>
 #include "sandbox.h"
 
@@ -63,7 +64,11 @@ void python_proc_describe (python_proc_t *self, char *buf, size_t len);
 //  Its private directory (its cwd; TORCH_EXTENSIONS_DIR and TRITON_CACHE_DIR under it).
 const char *python_proc_dir (python_proc_t *self);
 
-//  The caps text of its sandbox.
+//  The uid it runs as, seen from the host (its own, from the sandbox's range,
+//  when the worker is root; the worker's own otherwise).
+uid_t python_proc_uid (python_proc_t *self);
+
+//  The caps object of its sandbox, built by the sandbox from outside it.
 const char *python_proc_caps (python_proc_t *self);
 
 //  Kill it, reap it, remove its directory.

@@ -1,38 +1,31 @@
-/*  sandbox - the supervisor's half of confinement.
+/*  sandbox - one confined runner, seen from the supervisor.
 
-    kgym-runner confines itself (cpu_runner_main.c); this side prepares what
-    the child can not do for itself and cleans up after it: finds the
-    runner, makes a capped cgroup per runner (or per slot, reused), spawns
-    the runner with posix_spawn (the worker is multi-threaded: no fork) in
-    its own process group with only the descriptors it needs, and kills the
-    whole group and cgroup when done. Nothing is signalled after it has been
-    reaped, so a recycled pid can never be hit.
-
-    cgroups: v2 when a cgroup2 mount offers memory and pids (a kgym/ parent
-    at its root with those controllers delegated), else the v1 memory and
-    pids hierarchies (a kgym/ parent under this process's own cgroup), else
-    none (rlimits only; the runner's caps then say "cgroup":"none"). Every
-    cgroup directory in use is held with flock, so stale ones left by a dead
-    worker can be told from live ones and slots can be shared safely.
+    See sandbox.h for the life of a runner. The pieces live in their own
+    classes: sandbox_kind (policies), sandbox_uid, sandbox_cgroup,
+    sandbox_caps (the check from outside), sandbox_confine (the runner's
+    half), sandbox_find (the programs). This file starts, checks, watches
+    and ends the process, and runs the exec mode (the compiler).
 */
 #include "common_util.h"
 #include "sandbox.h"
-#include "cpu_runner_proto.h"
+#include "sandbox_caps.h"
+#include "sandbox_cgroup.h"
+#include "sandbox_confine.h"
+#include "sandbox_file.h"
+#include "sandbox_find.h"
+#include "sandbox_uid.h"
 #include "common_log.h"
-#include "kgym_config.h"
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/random.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -43,770 +36,557 @@
 #include <unistd.h>
 
 #define S_OUTPUT_MAX    (64 * 1024)     //  captured exec output before "[truncated]"
-#define S_NAME_MAX      64              //  cgroup leaf name
-#define S_MAX_ARGV      256             //  exec mode argv entries
-#define S_PROBE_WAIT_S  5.0
+#define S_MAX_ARGV      256             //  program arguments
+#define S_MAX_KEEP      8               //  descriptors handed over by the caller
+#define S_STACK         (64 * 1024)     //  the clone child's stack until it execs
+#define S_CAPS_LEN      512             //  fits a result's sandbox field
+#define S_CONFIRM_S     10.0            //  exec, confinement (the probe's)
+#define S_MAX_ENV       64              //  operator variables passed on
 
-enum { S_CG_NONE = 0, S_CG_V1 = 1, S_CG_V2 = 2 };
+extern char **environ;
 
 struct sandbox_t {
-    sandbox_config_t cfg;    //  copy; runner_path points at runner, slot NULL
-    char runner [PATH_MAX];         //  kgym-runner to spawn
-    int cg_mode;                    //  S_CG_*
-    char cg_dir[2][PATH_MAX];       //  v2: [0]; v1: [0] memory, [1] pids; "" when absent
-    int cg_lock;                    //  flock held on the primary directory, -1 when none
-    bool cg_slot;                   //  a slot's reusable cgroup (kept on destroy)
-    uint64_t oom_base;              //  OOM kills counted before this sandbox
-    bool oom_seen;                  //  an OOM kill was seen (sticky, checked before removal)
-    int pid;                        //  runner pid = pgid; 0 when none
-    int pidfd;                      //  pidfd of the runner, -1 when none
-    bool reaped;                    //  waited for; never signal again
-    int wstatus;                    //  its wait status once reaped
-    double cpu_s;                   //  its user+system seconds once reaped
+    sandbox_config_t cfg;               //  copy; runner_path points at program, slot NULL
+    const sandbox_kind_info_t *kind;    //  its policy
+    char program [PATH_MAX];            //  what to start
+    bool userns;                        //  not root: a user namespace of its own
+    bool probe;                         //  the probe runner (makes the shared namespaces)
+    sandbox_uid_t *uid;                 //  root: the uid it holds
+    sandbox_cgroup_t *cgroup;           //  its cgroup, NULL when none
+    sandbox_caps_want_t want;           //  what it is asked to be (the check)
+    char caps [S_CAPS_LEN];             //  the caps object, "{}" before confirm
+    int sync;                           //  our end of the handshake socket, -1
+    int channel;                        //  our end of the channel, -1
+    int pid;                            //  runner pid = pgid; 0 when none
+    int pidfd;                          //  its pidfd, -1 when none
+    bool reaped;                        //  waited for; never signal again
+    int wstatus;                        //  its wait status once reaped
+    double cpu_s;                       //  its user+system seconds once reaped
 };
 
 //  ---------------------------------------------------------------------
-//  Small helpers
-
-
-static int
-s_write_file (const char *path, const char *text)
-{
-    int fd = open (path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t len = strlen (text);
-    ssize_t n = write (fd, text, len);
-    int saved = errno;
-    close (fd);
-    errno = saved;
-    return n == (ssize_t) len? 0: -1;
-}
-
-//  Read a small file into buf (NUL-terminated). Bytes read or -1.
-static ssize_t
-s_read_file (const char *path, char *buf, size_t len)
-{
-    int fd = open (path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t got = 0;
-    while (got + 1 < len) {
-        ssize_t n = read (fd, buf + got, len - 1 - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t) n;
-    }
-    close (fd);
-    buf [got] = 0;
-    return (ssize_t) got;
-}
-
-//  Value of "key N" in a flat keyed file (memory.events, memory.oom_control).
-static uint64_t
-s_read_key (const char *path, const char *key)
-{
-    char buf [2048];
-    if (s_read_file (path, buf, sizeof buf) < 0)
-        return 0;
-    size_t klen = strlen (key);
-    for (char *line = buf; line && *line; ) {
-        if (strncmp (line, key, klen) == 0 && line [klen] == ' ')
-            return strtoull (line + klen + 1, NULL, 10);
-        line = strchr (line, '\n');
-        if (line)
-            line++;
-    }
-    return 0;
-}
-
-static bool
-s_contains_word (const char *list, const char *word)
-{
-    size_t wlen = strlen (word);
-    for (const char *p = list; (p = strstr (p, word)); p += wlen) {
-        bool start = p == list || p [-1] == ' ' || p [-1] == ',' || p [-1] == '+';
-        char end = p [wlen];
-        if (start && (end == 0 || end == ' ' || end == ',' || end == '\n'))
-            return true;
-    }
-    return false;
-}
-
-static void
-s_set_err (char *err, size_t errlen, const char *fmt, const char *what)
-{
-    if (err && errlen)
-        snprintf (err, errlen, fmt, what);
-}
-
-//  ---------------------------------------------------------------------
-//  Configuration and finding kgym-runner
+//  Configuration
 
 void
 sandbox_config_default (sandbox_config_t *cfg)
 {
     memset (cfg, 0, sizeof *cfg);
+    cfg->kind = SANDBOX_KERNEL;
     cfg->mem_bytes = 4ull << 30;
     cfg->max_pids = 32;
     cfg->cpu_s = 120;
 }
 
-static char s_runner_path [PATH_MAX];
-static pthread_once_t s_runner_once = PTHREAD_ONCE_INIT;
-
-static bool
-s_executable (const char *path)
-{
-    struct stat st;
-    return stat (path, &st) == 0 && S_ISREG (st.st_mode) && access (path, X_OK) == 0;
-}
-
-static void
-s_runner_find (void)
-{
-    const char *env = getenv ("KGYM_RUNNER");
-    if (env && *env && s_executable (env)) {
-        snprintf (s_runner_path, sizeof s_runner_path, "%s", env);
-        return;
-    }
-    char self [PATH_MAX];
-    ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-        self [n] = 0;
-        char *slash = strrchr (self, '/');
-        if (slash) {
-            *slash = 0;
-            char cand [PATH_MAX + 32];
-            snprintf (cand, sizeof cand, "%s/kgym-runner", self);
-            if (s_executable (cand) && strlen (cand) < sizeof s_runner_path) {
-                snprintf (s_runner_path, sizeof s_runner_path, "%s", cand);
-                return;
-            }
-        }
-    }
-    const char *fixed [] = { KGYM_BUILD_DIR "/worker/cpu/kgym-runner", KGYM_LIBEXECDIR "/kgym-runner" };
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed [0]; i++)
-        if (s_executable (fixed [i])) {
-            snprintf (s_runner_path, sizeof s_runner_path, "%s", fixed [i]);
-            return;
-        }
-}
-
 const char *
 sandbox_runner_path (void)
 {
-    pthread_once (&s_runner_once, s_runner_find);
-    return s_runner_path [0]? s_runner_path: NULL;
+    const sandbox_kind_info_t *kind = sandbox_kind_info (SANDBOX_KERNEL);
+    return sandbox_find (kind->program, kind->program_env, kind->backend);
 }
-
-//  ---------------------------------------------------------------------
-//  The host's cgroups (found once per process)
-
-typedef struct {
-    int mode;                       //  S_CG_*
-    char base [2][PATH_MAX];        //  the kgym/ parents, as cg_dir
-    char why [256];                 //  why none, for the log
-} s_cg_host_t;
-
-static s_cg_host_t s_cg_host;
-static pthread_once_t s_cg_once = PTHREAD_ONCE_INIT;
-
-//  Try the cgroup2 mount at mnt: kgym/ at its root with memory and pids.
-static bool
-s_cg_try_v2 (const char *mnt)
-{
-    char path [PATH_MAX], buf [512], base [PATH_MAX];
-    snprintf (path, sizeof path, "%s/cgroup.controllers", mnt);
-    if (s_read_file (path, buf, sizeof buf) < 0
-    ||  !s_contains_word (buf, "memory") || !s_contains_word (buf, "pids"))
-        return false;
-    snprintf (base, sizeof base, "%s/kgym", mnt);
-    bool made = mkdir (base, 0755) == 0;
-    if (!made && errno != EEXIST)
-        return false;
-    snprintf (path, sizeof path, "%s/cgroup.controllers", base);
-    if (s_read_file (path, buf, sizeof buf) < 0
-    ||  !s_contains_word (buf, "memory") || !s_contains_word (buf, "pids")) {
-        //  The root may not delegate them yet; it may refuse (processes in it).
-        snprintf (path, sizeof path, "%s/cgroup.subtree_control", mnt);
-        s_write_file (path, "+memory +pids");
-        snprintf (path, sizeof path, "%s/cgroup.controllers", base);
-        s_read_file (path, buf, sizeof buf);
-    }
-    snprintf (path, sizeof path, "%s/cgroup.subtree_control", base);
-    s_write_file (path, "+memory +pids");
-    if (s_read_file (path, buf, sizeof buf) >= 0
-    &&  s_contains_word (buf, "memory") && s_contains_word (buf, "pids")) {
-        s_cg_host.mode = S_CG_V2;
-        snprintf (s_cg_host.base [0], PATH_MAX, "%s", base);
-        return true;
-    }
-    if (made)
-        rmdir (base);
-    return false;
-}
-
-//  This process's path in the v1 hierarchy holding controller, from /proc/self/cgroup.
-static bool
-s_cg_own_path (const char *controller, char *out, size_t len)
-{
-    FILE *file = fopen ("/proc/self/cgroup", "re");
-    if (!file)
-        return false;
-    char line [PATH_MAX + 128];
-    bool found = false;
-    while (!found && fgets (line, sizeof line, file)) {
-        char *c1 = strchr (line, ':');
-        char *c2 = c1? strchr (c1 + 1, ':'): NULL;
-        if (!c2)
-            continue;
-        *c2 = 0;
-        if (s_contains_word (c1 + 1, controller)) {
-            char *nl = strchr (c2 + 1, '\n');
-            if (nl)
-                *nl = 0;
-            snprintf (out, len, "%s", c2 + 1);
-            found = true;
-        }
-    }
-    fclose (file);
-    return found;
-}
-
-//  The v1 kgym/ parent for controller mounted at mnt (mount root mroot).
-static bool
-s_cg_try_v1 (const char *controller, const char *mnt, const char *mroot, char *base)
-{
-    char own [PATH_MAX], dir [PATH_MAX * 2];
-    snprintf (dir, sizeof dir, "%s", mnt);
-    //  Under our own cgroup, so the caps nest inside whatever bounds the worker.
-    if (s_cg_own_path (controller, own, sizeof own)) {
-        size_t rlen = strcmp (mroot, "/") == 0? 0: strlen (mroot);
-        if (strncmp (own, mroot, rlen) == 0) {
-            struct stat st;
-            char cand [PATH_MAX * 2];
-            snprintf (cand, sizeof cand, "%s%s", mnt, own + rlen);
-            if (stat (cand, &st) == 0 && S_ISDIR (st.st_mode))
-                snprintf (dir, sizeof dir, "%s", cand);
-        }
-    }
-    size_t dlen = strlen (dir);
-    while (dlen > 1 && dir [dlen - 1] == '/')
-        dir [--dlen] = 0;
-    if (dlen + 6 >= PATH_MAX)
-        return false;
-    snprintf (base, PATH_MAX, "%s/kgym", dir);
-    if (mkdir (base, 0755) != 0 && errno != EEXIST)
-        return false;
-    char probe [PATH_MAX + 16];
-    snprintf (probe, sizeof probe, "%s/cgroup.procs", base);
-    return access (probe, W_OK) == 0;
-}
-
-//  Remove per-runner cgroups left by dead processes (their flock is gone).
-static void s_cg_empty (char dirs [2][PATH_MAX], int mode);
-
-static void
-s_cg_clean_stale (void)
-{
-    DIR *dir = opendir (s_cg_host.base [0][0]? s_cg_host.base [0]: s_cg_host.base [1]);
-    if (!dir)
-        return;
-    const char *primary = s_cg_host.base [0][0]? s_cg_host.base [0]: s_cg_host.base [1];
-    struct dirent *ent;
-    while ((ent = readdir (dir))) {
-        int owner = 0;
-        if (ent->d_name [0] != 'r' || sscanf (ent->d_name, "r%d-", &owner) != 1 || owner <= 0)
-            continue;
-        if (owner == getpid () || kill (owner, 0) == 0 || errno != ESRCH)
-            continue;
-        char path [PATH_MAX * 2];
-        snprintf (path, sizeof path, "%s/%s", primary, ent->d_name);
-        int fd = open (path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        if (flock (fd, LOCK_EX | LOCK_NB) == 0) {
-            char dirs [2][PATH_MAX] = { "", "" };
-            for (int h = 0; h < 2; h++)
-                if (s_cg_host.base [h][0]
-                &&  strlen (s_cg_host.base [h]) + strlen (ent->d_name) + 2 < PATH_MAX)
-                    snprintf (dirs [h], PATH_MAX, "%s/%s", s_cg_host.base [h], ent->d_name);
-            s_cg_empty (dirs, s_cg_host.mode);
-            for (int h = 0; h < 2; h++)
-                if (dirs [h][0])
-                    rmdir (dirs [h]);
-        }
-        close (fd);
-    }
-    closedir (dir);
-}
-
-static void
-s_cg_detect (void)
-{
-    memset (&s_cg_host, 0, sizeof s_cg_host);
-    if (geteuid () != 0) {
-        snprintf (s_cg_host.why, sizeof s_cg_host.why, "not root");
-        return;
-    }
-    FILE *file = fopen ("/proc/self/mountinfo", "re");
-    if (!file) {
-        snprintf (s_cg_host.why, sizeof s_cg_host.why, "no /proc/self/mountinfo");
-        return;
-    }
-    char line [4096];
-    char v1_mnt [2][PATH_MAX] = { "", "" }, v1_root [2][PATH_MAX] = { "", "" };
-    char v2_mnt [4][PATH_MAX];
-    int nv2 = 0;
-    while (fgets (line, sizeof line, file)) {
-        //  id parent maj:min root mountpoint options [optional...] - fstype source superoptions
-        char root [PATH_MAX], mnt [PATH_MAX];
-        if (sscanf (line, "%*s %*s %*s %4095s %4095s", root, mnt) != 2)
-            continue;
-        char *sep = strstr (line, " - ");
-        if (!sep)
-            continue;
-        char fstype [64], source [256], super [1024] = "";
-        if (sscanf (sep + 3, "%63s %255s %1023s", fstype, source, super) < 2)
-            continue;
-        if (strcmp (fstype, "cgroup2") == 0 && nv2 < 4)
-            snprintf (v2_mnt [nv2++], PATH_MAX, "%s", mnt);
-        else
-        if (strcmp (fstype, "cgroup") == 0) {
-            for (int h = 0; h < 2; h++)
-                if (!v1_mnt [h][0] && s_contains_word (super, h == 0? "memory": "pids")) {
-                    snprintf (v1_mnt [h], PATH_MAX, "%s", mnt);
-                    snprintf (v1_root [h], PATH_MAX, "%s", root);
-                }
-        }
-    }
-    fclose (file);
-    for (int i = 0; i < nv2 && s_cg_host.mode == S_CG_NONE; i++)
-        s_cg_try_v2 (v2_mnt [i]);
-    if (s_cg_host.mode == S_CG_NONE) {
-        bool any = false;
-        for (int h = 0; h < 2; h++)
-            if (v1_mnt [h][0] && s_cg_try_v1 (h == 0? "memory": "pids", v1_mnt [h], v1_root [h],
-                                              s_cg_host.base [h]))
-                any = true;
-            else
-                s_cg_host.base [h][0] = 0;
-        if (any)
-            s_cg_host.mode = S_CG_V1;
-        else
-            snprintf (s_cg_host.why, sizeof s_cg_host.why,
-                      "no writable cgroup v2 (memory+pids) or v1 memory/pids hierarchy");
-    }
-    if (s_cg_host.mode != S_CG_NONE)
-        s_cg_clean_stale ();
-    else
-        log_warn ("sandbox", "no cgroup: %s; memory and process caps are rlimits only",
-                  s_cg_host.why);
-}
-
-//  Kill every process listed in the cgroup(s) until they are empty (bounded).
-static void
-s_cg_empty (char dirs [2][PATH_MAX], int mode)
-{
-    if (mode == S_CG_V2 && dirs [0][0]) {
-        char path [PATH_MAX + 16];
-        snprintf (path, sizeof path, "%s/cgroup.kill", dirs [0]);
-        s_write_file (path, "1");
-    }
-    uint64_t deadline = common_now_ns () + 2000000000ull;
-    for (int round = 0; ; round++) {
-        bool any = false;
-        for (int h = 0; h < 2; h++) {
-            if (!dirs [h][0])
-                continue;
-            char path [PATH_MAX + 16], buf [8192];
-            snprintf (path, sizeof path, "%s/cgroup.procs", dirs [h]);
-            if (s_read_file (path, buf, sizeof buf) <= 0)
-                continue;
-            for (char *p = buf; *p; ) {
-                char *end;
-                long pid = strtol (p, &end, 10);
-                if (end == p)
-                    break;
-                if (pid > 0) {
-                    kill ((pid_t) pid, SIGKILL);
-                    any = true;
-                }
-                p = end;
-                while (*p == '\n' || *p == ' ')
-                    p++;
-            }
-        }
-        if (!any || common_now_ns () > deadline)
-            return;
-        //  Killed processes leave the list only once they have exited.
-        if (round > 8) {
-            struct timespec ts = { 0, 200000 };
-            nanosleep (&ts, NULL);
-        }
-        else
-            sched_yield ();
-    }
-}
-
-//  Number of OOM kills the cgroup has seen.
-static uint64_t
-s_cg_oom_count (sandbox_t *self)
-{
-    char path [PATH_MAX + 32];
-    if (self->cg_mode == S_CG_V2 && self->cg_dir [0][0]) {
-        snprintf (path, sizeof path, "%s/memory.events", self->cg_dir [0]);
-        return s_read_key (path, "oom_kill");
-    }
-    if (self->cg_mode == S_CG_V1 && self->cg_dir [0][0]) {
-        snprintf (path, sizeof path, "%s/memory.oom_control", self->cg_dir [0]);
-        return s_read_key (path, "oom_kill");
-    }
-    return 0;
-}
-
-//  Write the caps into this sandbox's cgroup directories.
-static void
-s_cg_set_limits (sandbox_t *self)
-{
-    char path [PATH_MAX + 32], value [32];
-    snprintf (value, sizeof value, "%llu", (unsigned long long) self->cfg.mem_bytes);
-    char pids [32];
-    snprintf (pids, sizeof pids, "%u", self->cfg.max_pids);
-    if (self->cg_mode == S_CG_V2) {
-        const char *dir = self->cg_dir [0];
-        snprintf (path, sizeof path, "%s/memory.max", dir);
-        if (s_write_file (path, value))
-            log_warn ("sandbox", "cannot set %s: %s", path, strerror (errno));
-        snprintf (path, sizeof path, "%s/memory.swap.max", dir);
-        s_write_file (path, "0");
-        //  An OOM kill takes the whole cgroup, not one thread's process.
-        snprintf (path, sizeof path, "%s/memory.oom.group", dir);
-        s_write_file (path, "1");
-        snprintf (path, sizeof path, "%s/pids.max", dir);
-        if (s_write_file (path, pids))
-            log_warn ("sandbox", "cannot set %s: %s", path, strerror (errno));
-        return;
-    }
-    if (self->cg_dir [0][0]) {
-        const char *dir = self->cg_dir [0];
-        //  memsw must stay >= limit: set it around the limit, in either order.
-        snprintf (path, sizeof path, "%s/memory.memsw.limit_in_bytes", dir);
-        s_write_file (path, value);
-        char lpath [PATH_MAX + 32];
-        snprintf (lpath, sizeof lpath, "%s/memory.limit_in_bytes", dir);
-        if (s_write_file (lpath, value))
-            log_warn ("sandbox", "cannot set %s: %s", lpath, strerror (errno));
-        s_write_file (path, value);
-        snprintf (path, sizeof path, "%s/memory.failcnt", dir);
-        s_write_file (path, "0");
-    }
-    if (self->cg_dir [1][0]) {
-        snprintf (path, sizeof path, "%s/pids.max", self->cg_dir [1]);
-        if (s_write_file (path, pids))
-            log_warn ("sandbox", "cannot set %s: %s", path, strerror (errno));
-    }
-}
-
-//  A slot name safe as a path component (at most 39 bytes).
-static void
-s_slot_name (const char *slot, char out [S_NAME_MAX])
-{
-    size_t j = 0;
-    for (const char *p = slot; *p && j + 1 < 40; p++)
-        out [j++] = (char) ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')
-                         || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'? *p: '_');
-    out [j] = 0;
-}
-
-//  Make (or take) this sandbox's cgroup. Without one the sandbox still works.
-static void
-s_cg_acquire (sandbox_t *self)
-{
-    pthread_once (&s_cg_once, s_cg_detect);
-    self->cg_mode = S_CG_NONE;
-    if (s_cg_host.mode == S_CG_NONE)
-        return;
-    char slot [S_NAME_MAX] = "";
-    if (self->cfg.slot)
-        s_slot_name (self->cfg.slot, slot);
-    int primary = s_cg_host.base [0][0]? 0: 1;
-    for (int attempt = 0; attempt < 64; attempt++) {
-        char name [S_NAME_MAX];
-        if (self->cfg.slot && attempt == 0)
-            snprintf (name, sizeof name, "s-%s", slot);
-        else
-        if (self->cfg.slot)
-            snprintf (name, sizeof name, "s-%s.%d", slot, attempt);
-        else {
-            uint32_t rnd = 0;
-            if (getrandom (&rnd, sizeof rnd, GRND_NONBLOCK) != sizeof rnd)
-                rnd = (uint32_t) common_now_ns () ^ (uint32_t) attempt * 2654435761u;
-            snprintf (name, sizeof name, "r%d-%08x", (int) getpid (), rnd);
-        }
-        char dirs [2][PATH_MAX] = { "", "" };
-        bool fresh = true, made [2] = { false, false };
-        int failed = 0;
-        for (int h = 0; h < 2 && !failed; h++) {
-            if (!s_cg_host.base [h][0])
-                continue;
-            if (strlen (s_cg_host.base [h]) + strlen (name) + 2 >= PATH_MAX) {
-                failed = ENAMETOOLONG;
-                break;
-            }
-            snprintf (dirs [h], PATH_MAX, "%s/%s", s_cg_host.base [h], name);
-            if (mkdir (dirs [h], 0755) == 0)
-                made [h] = true;
-            else
-            if (errno == EEXIST)
-                fresh = false;
-            else
-                failed = errno;
-        }
-        if (failed) {
-            for (int h = 0; h < 2; h++)
-                if (made [h])
-                    rmdir (dirs [h]);
-            log_warn ("sandbox", "cannot make cgroup %s: %s", name, strerror (failed));
-            return;
-        }
-        if (!self->cfg.slot && !fresh) {
-            for (int h = 0; h < 2; h++)
-                if (made [h])
-                    rmdir (dirs [h]);
-            continue;               //  random name taken: draw again
-        }
-        int fd = open (dirs [primary], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-            return;
-        if (flock (fd, LOCK_EX | LOCK_NB) != 0) {
-            close (fd);             //  slot in use by another runner: next suffix
-            continue;
-        }
-        self->cg_lock = fd;
-        self->cg_slot = self->cfg.slot != NULL;
-        self->cg_mode = s_cg_host.mode;
-        memcpy (self->cg_dir, dirs, sizeof dirs);
-        //  A reused slot may hold a dead worker's leftovers.
-        if (!fresh)
-            s_cg_empty (self->cg_dir, self->cg_mode);
-        s_cg_set_limits (self);
-        self->oom_base = s_cg_oom_count (self);
-        return;
-    }
-    log_warn ("sandbox", "no free cgroup for slot %s", slot);
-}
-
-static void
-s_cg_release (sandbox_t *self)
-{
-    if (self->cg_mode == S_CG_NONE)
-        return;
-    s_cg_empty (self->cg_dir, self->cg_mode);
-    if (!self->cg_slot) {
-        //  rmdir waits for the last exiting task to leave the cgroup.
-        uint64_t deadline = common_now_ns () + 2000000000ull;
-        for (int h = 0; h < 2; h++) {
-            while (self->cg_dir [h][0] && rmdir (self->cg_dir [h]) != 0 && errno == EBUSY
-               &&  common_now_ns () < deadline) {
-                s_cg_empty (self->cg_dir, self->cg_mode);
-                sched_yield ();
-            }
-        }
-    }
-    if (self->cg_lock >= 0)
-        close (self->cg_lock);
-    self->cg_lock = -1;
-    self->cg_mode = S_CG_NONE;
-}
-
-//  ---------------------------------------------------------------------
-//  The sandbox instance
 
 sandbox_t *
 sandbox_new (const sandbox_config_t *cfg, char *err, size_t errlen)
 {
     sandbox_t *self = calloc (1, sizeof *self);
     if (!self) {
-        s_set_err (err, errlen, "%s", "out of memory");
+        common_seterr (err, errlen, "out of memory");
         return NULL;
     }
-    if (cfg)
-        self->cfg = *cfg;
-    else
-        sandbox_config_default (&self->cfg);
+    self->sync = self->channel = self->pidfd = -1;
+    snprintf (self->caps, sizeof self->caps, "{}");
     sandbox_config_t def;
     sandbox_config_default (&def);
+    self->cfg = cfg? *cfg: def;
+    if ((unsigned) self->cfg.kind >= SANDBOX_KINDS) {
+        common_seterr (err, errlen, "unknown sandbox kind %d", (int) self->cfg.kind);
+        free (self);
+        return NULL;
+    }
+    self->kind = sandbox_kind_info (self->cfg.kind);
     if (self->cfg.mem_bytes == 0)
         self->cfg.mem_bytes = def.mem_bytes;
     if (self->cfg.max_pids == 0)
         self->cfg.max_pids = def.max_pids;
     if (self->cfg.cpu_s == 0)
         self->cfg.cpu_s = def.cpu_s;
-    if (!self->cfg.runner_path)
-        self->cfg.runner_path = sandbox_runner_path ();
-    if (!self->cfg.runner_path || strlen (self->cfg.runner_path) >= sizeof self->runner) {
-        s_set_err (err, errlen, "%s", "kgym-runner not found (set KGYM_RUNNER)");
+    const char *program = self->cfg.runner_path? self->cfg.runner_path
+                        : sandbox_find (self->kind->program, self->kind->program_env, self->kind->backend);
+    if (!program || strlen (program) >= sizeof self->program) {
+        common_seterr (err, errlen, "%s not found (set %s)", self->kind->program, self->kind->program_env);
         free (self);
         return NULL;
     }
-    snprintf (self->runner, sizeof self->runner, "%s", self->cfg.runner_path);
-    self->cfg.runner_path = self->runner;
-    self->cg_lock = -1;
-    self->pidfd = -1;
-    s_cg_acquire (self);
-    self->cfg.slot = NULL;          //  not kept: the caller owns the string
+    snprintf (self->program, sizeof self->program, "%s", program);
+    self->cfg.runner_path = self->program;
+    self->userns = geteuid () != 0;
+    if (self->userns) {
+        self->want.uid = geteuid ();
+        self->want.gid = getegid ();
+    }
+    else {
+        self->uid = sandbox_uid_new (err, errlen);
+        if (!self->uid) {
+            free (self);
+            return NULL;
+        }
+        self->want.uid = sandbox_uid_number (self->uid);
+        self->want.gid = (gid_t) self->want.uid;
+    }
+    if (self->kind->cgroup)
+        self->cgroup = sandbox_cgroup_new (self->cfg.slot, self->cfg.mem_bytes, self->cfg.max_pids);
+    self->cfg.slot = NULL;              //  not kept: the caller owns the string
+    //  What it will be asked to hold. With a memory cgroup the address space
+    //  cap is only a backstop, loose enough that the cgroup binds first
+    //  (a clear "out of memory"); without one it is the cap.
+    uint64_t mem = self->cfg.mem_bytes;
+    bool cg_mem = self->cgroup && sandbox_cgroup_memory (self->cgroup);
+    self->want.kind = self->cfg.kind;
+    self->want.userns = self->userns;
+    self->want.cgroup = self->cgroup;
+    self->want.rlimit_as = !self->kind->rlimit_as? SANDBOX_RLIMIT_LEAVE
+                         : cg_mem? mem + mem / 2 + (1ull << 30): mem + (256ull << 20);
+    self->want.rlimit_cpu = self->cfg.cpu_s == SANDBOX_NO_LIMIT? SANDBOX_RLIMIT_LEAVE: self->cfg.cpu_s;
+    self->want.rlimit_fsize = self->kind->fsize;
+    self->want.rlimit_nofile = self->kind->nofile;
+    //  Its uid is its own: RLIMIT_NPROC counts exactly its processes.
+    self->want.rlimit_nproc = self->cfg.max_pids;
     return self;
 }
 
-//  A copy of fd at 3 or above (CLOEXEC) when it is one of 0..2, so that
-//  placing /dev/null on 0..2 in the child cannot clobber it.
+//  ---------------------------------------------------------------------
+//  Starting: clone as pid 1 of a new pid namespace, then exec
+
+//  What the clone child needs, prepared before (it shares our memory and
+//  must not allocate).
+typedef struct {
+    const char *path;                   //  program
+    char *const *argv, *const *envp;
+    int fds [S_MAX_KEEP + 8];           //  handed over: close-on-exec cleared
+    int nfds;
+    int devnull;                        //  stdin, and stdout/stderr without out_fd
+    int out_fd;                         //  stdout and stderr, -1 none
+    bool userns;                        //  write the maps of a fresh user namespace
+    char uid_map [48], gid_map [48];    //  "0 <uid> 1"
+    int netns, ipcns;                   //  empty namespaces to enter, -1: make new ones
+    int err;                            //  errno of the step that failed
+    const char *step;                   //  which
+} s_child_t;
+
+static int
+s_child_fail (s_child_t *c, const char *step)
+{
+    c->err = errno? errno: EINVAL;
+    c->step = step;
+    _exit (127);
+}
+
+static int
+s_child (void *arg)
+{
+    s_child_t *c = arg;
+    struct sigaction dfl;
+    memset (&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < _NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            sigaction (sig, &dfl, NULL);        //  glibc's own ones refuse: fine
+    if (setpgid (0, 0) != 0)
+        return s_child_fail (c, "setpgid");
+    //  Root of its user namespace, mapped to us: it keeps its capabilities
+    //  there across exec, to make its namespaces and root, then drops them.
+    if (c->userns
+    && (sandbox_file_write ("/proc/self/setgroups", "deny") != 0
+    ||  sandbox_file_write ("/proc/self/uid_map", c->uid_map) != 0
+    ||  sandbox_file_write ("/proc/self/gid_map", c->gid_map) != 0))
+        return s_child_fail (c, "user namespace maps");
+    //  Network and IPC namespaces: the shared empty ones (entering costs
+    //  microseconds), else new ones (milliseconds).
+    if ((c->netns >= 0? setns (c->netns, CLONE_NEWNET): unshare (CLONE_NEWNET)) != 0)
+        return s_child_fail (c, "network namespace");
+    if ((c->ipcns >= 0? setns (c->ipcns, CLONE_NEWIPC): unshare (CLONE_NEWIPC)) != 0)
+        return s_child_fail (c, "IPC namespace");
+    int out = c->out_fd >= 0? c->out_fd: c->devnull;
+    if (dup2 (c->devnull, 0) < 0 || dup2 (out, 1) < 0 || dup2 (out, 2) < 0)
+        return s_child_fail (c, "stdio");
+    for (int i = 0; i < c->nfds; i++)
+        if (fcntl (c->fds [i], F_SETFD, 0) != 0)
+            return s_child_fail (c, "descriptors");
+    sigset_t none;
+    sigemptyset (&none);
+    sigprocmask (SIG_SETMASK, &none, NULL);
+    execve (c->path, c->argv, c->envp);
+    return s_child_fail (c, "exec");
+}
+
+//  Clone the child (see s_child); its pid and pidfd. 0 or -1 with why.
+static int
+s_clone (sandbox_t *self, s_child_t *c, char *err, size_t errlen)
+{
+    void *stack = mmap (NULL, S_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED) {
+        common_seterr (err, errlen, "stack: %s", strerror (errno));
+        return -1;
+    }
+    int flags = CLONE_VM | CLONE_VFORK | CLONE_NEWPID | CLONE_PIDFD | SIGCHLD;
+    if (self->userns)
+        flags |= CLONE_NEWUSER;
+    //  No handler of ours may run in the child while it shares our memory.
+    sigset_t all, old;
+    sigfillset (&all);
+    pthread_sigmask (SIG_BLOCK, &all, &old);
+    int pidfd = -1;
+    pid_t pid = clone (s_child, (char *) stack + S_STACK, flags, c, &pidfd);
+    int saved = errno;
+    pthread_sigmask (SIG_SETMASK, &old, NULL);
+    munmap (stack, S_STACK);
+    if (pid < 0) {
+        common_seterr (err, errlen, "cannot start %s: clone (new pid%s namespace): %s", self->program,
+                       self->userns? " and user": "", strerror (saved));
+        return -1;
+    }
+    if (c->err) {
+        while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        if (pidfd >= 0)
+            close (pidfd);
+        common_seterr (err, errlen, "cannot start %s: %s: %s", self->program, c->step, strerror (c->err));
+        return -1;
+    }
+    self->pid = pid;
+    self->pidfd = pidfd;
+    return 0;
+}
+
+//  A copy of fd at 3 or above (close-on-exec) when it is one of 0..2, so
+//  that placing stdio in the child cannot clobber it.
 static int
 s_high_fd (int fd, int *owned)
 {
     *owned = -1;
     if (fd < 0 || fd > 2)
         return fd;
-    int copy = fcntl (fd, F_DUPFD_CLOEXEC, 3);
-    *owned = copy;
-    return copy;
+    *owned = fcntl (fd, F_DUPFD_CLOEXEC, 3);
+    return *owned;
 }
 
-//  Defined with the probe below: the host's caps, and its namespaces.
-static pthread_once_t s_caps_once;
+//  The argument vector under construction (numbers kept alive in it).
+typedef struct {
+    const char *v [S_MAX_ARGV + 96];
+    int n;
+    char num [40][24];
+    int k;
+    bool full;
+} s_argv_t;
+
+static void
+s_arg (s_argv_t *a, const char *opt, const char *value)
+{
+    if (a->n + 2 >= (int) (sizeof a->v / sizeof a->v [0]) - 1) {
+        a->full = true;
+        return;
+    }
+    a->v [a->n++] = opt;
+    if (value)
+        a->v [a->n++] = value;
+}
+
+static void
+s_arg_num (s_argv_t *a, const char *opt, unsigned long long value)
+{
+    if (a->k >= 40) {
+        a->full = true;
+        return;
+    }
+    snprintf (a->num [a->k], sizeof a->num [0], "%llu", value);
+    s_arg (a, opt, a->num [a->k++]);
+}
+
+//  Defined with the probe below: the shared namespaces.
+static pthread_once_t s_probe_once;
 static int s_shared_ns [2];
 static void s_probe (void);
 
-int
-sandbox_spawn (sandbox_t *self, sandbox_mode_t mode, int sock_fd,
-                      int so_fd, int shm_fd, int out_fd, const char *cwd,
-                      char *const argv[], char *err, size_t errlen)
+//  Hand the writable directory to the runner's uid (its contents stay ours
+//  to read: the runner only needs to read what is there and add to it).
+//  Only a private directory of ours: never a tree others use (/tmp).
+static int
+s_hand_over (sandbox_t *self, const char *cwd, char *err, size_t errlen)
 {
-    if (self->pid || self->reaped) {
-        s_set_err (err, errlen, "%s", "sandbox already used");
+    int fd = open (cwd, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat (fd, &st) != 0) {
+        common_seterr (err, errlen, "the runner's directory %s: %s", cwd, strerror (errno));
+        if (fd >= 0)
+            close (fd);
         return -1;
     }
-    int owned [4];
-    sock_fd = s_high_fd (sock_fd, &owned [0]);
-    so_fd = s_high_fd (so_fd, &owned [1]);
-    shm_fd = s_high_fd (shm_fd, &owned [2]);
-    out_fd = s_high_fd (out_fd, &owned [3]);
+    if (st.st_uid != geteuid () || (st.st_mode & 022)) {
+        common_seterr (err, errlen, "the runner's directory %s is not a private directory of the "
+                       "worker's (owner %u, mode %o)", cwd, (unsigned) st.st_uid,
+                       (unsigned) (st.st_mode & 07777));
+        close (fd);
+        return -1;
+    }
+    if (!self->userns && fchown (fd, self->want.uid, self->want.gid) != 0) {
+        common_seterr (err, errlen, "cannot hand %s to the runner: %s", cwd, strerror (errno));
+        close (fd);
+        return -1;
+    }
+    close (fd);
+    return 0;
+}
 
-    //  argv: fixed options, then the command in exec mode.
-    char num [12][32];
-    const char *args [S_MAX_ARGV + 40];
-    int n = 0, k = 0;
-    args [n++] = self->cfg.runner_path;
-    args [n++] = "--mode";
-    args [n++] = mode == SANDBOX_MODE_EXEC? "exec": mode == SANDBOX_MODE_PROBE? "probe": "kernel";
-    snprintf (num [k], 32, "%d", (int) getpid ());
-    args [n++] = "--ppid"; args [n++] = num [k++];
-    snprintf (num [k], 32, "%llu", (unsigned long long) self->cfg.mem_bytes);
-    args [n++] = "--mem"; args [n++] = num [k++];
-    snprintf (num [k], 32, "%u", self->cfg.max_pids);
-    args [n++] = "--pids"; args [n++] = num [k++];
-    snprintf (num [k], 32, "%u", self->cfg.cpu_s);
-    args [n++] = "--cpu"; args [n++] = num [k++];
-    if (sock_fd >= 0) {
-        snprintf (num [k], 32, "%d", sock_fd);
-        args [n++] = "--sock"; args [n++] = num [k++];
+int
+sandbox_spawn (sandbox_t *self, const sandbox_spawn_t *what, char *err, size_t errlen)
+{
+    if (self->pid || self->reaped) {
+        common_seterr (err, errlen, "sandbox already used");
+        return -1;
     }
-    if (so_fd >= 0) {
-        snprintf (num [k], 32, "%d", so_fd);
-        args [n++] = "--so"; args [n++] = num [k++];
+    const sandbox_kind_info_t *kind = self->kind;
+    const char *cwd = kind->root == SANDBOX_ROOT_VIEW? what->cwd: NULL;
+    if (cwd && s_hand_over (self, cwd, err, errlen))
+        return -1;
+    int rc = -1;
+    int owned [S_MAX_KEEP + 2], nowned = 0;
+    int sync [2] = { -1, -1 }, chan [2] = { -1, -1 };
+    int devnull = open ("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull < 0 || socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0
+    || (kind->channel && socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) != 0)) {
+        common_seterr (err, errlen, "descriptors: %s", strerror (errno));
+        goto done;
     }
-    if (shm_fd >= 0) {
-        snprintf (num [k], 32, "%d", shm_fd);
-        args [n++] = "--shm"; args [n++] = num [k++];
+    s_child_t c;
+    memset (&c, 0, sizeof c);
+    c.path = self->program;
+    c.devnull = devnull;
+    c.out_fd = s_high_fd (what->out_fd, &owned [nowned++]);
+    c.userns = self->userns;
+    snprintf (c.uid_map, sizeof c.uid_map, "0 %u 1", (unsigned) geteuid ());
+    snprintf (c.gid_map, sizeof c.gid_map, "0 %u 1", (unsigned) getegid ());
+    c.fds [c.nfds++] = sync [1];
+    s_argv_t a;
+    memset (&a, 0, sizeof a);
+    a.v [a.n++] = self->program;
+    s_arg (&a, "--kind", kind->name);
+    s_arg_num (&a, "--sync", (unsigned) sync [1]);
+    if (self->userns)
+        s_arg (&a, "--userns", NULL);
+    else
+        s_arg_num (&a, "--uid", self->want.uid);
+    for (int i = 0; self->cgroup && sandbox_cgroup_dir (self->cgroup, i); i++)
+        s_arg (&a, "--cgroup", sandbox_cgroup_dir (self->cgroup, i));
+    //  As root, runners enter the empty namespaces the probe made.
+    c.netns = c.ipcns = -1;
+    if (!self->userns && !self->probe) {
+        pthread_once (&s_probe_once, s_probe);
+        c.netns = s_shared_ns [0];
+        c.ipcns = s_shared_ns [1];
     }
-    //  Runners enter the namespaces the probe made, instead of making their own.
-    int ns_fd [2] = { -1, -1 };
-    if (mode != SANDBOX_MODE_PROBE) {
-        pthread_once (&s_caps_once, s_probe);
-        const char *ns_opt [2] = { "--netns", "--ipcns" };
-        for (int i = 0; i < 2; i++)
-            if (s_shared_ns [i] >= 0) {
-                ns_fd [i] = s_shared_ns [i];
-                snprintf (num [k], 32, "%d", ns_fd [i]);
-                args [n++] = ns_opt [i]; args [n++] = num [k++];
-            }
+    if (kind->root == SANDBOX_ROOT_EMPTY && what->object_fd >= 0) {
+        s_arg_num (&a, "--object", (unsigned) what->object_fd);
+        c.fds [c.nfds++] = what->object_fd;
     }
-    for (int h = 0; h < 2; h++)
-        if (self->cg_mode != S_CG_NONE && self->cg_dir [h][0]) {
-            args [n++] = "--cgroup";
-            args [n++] = self->cg_dir [h];
+    for (int i = 0; kind->root == SANDBOX_ROOT_VIEW && kind->view [i]; i++)
+        s_arg (&a, "--ro", kind->view [i]);
+    for (int i = 0; kind->root == SANDBOX_ROOT_VIEW && i < SANDBOX_VIEW_PATHS && self->cfg.view [i]; i++)
+        s_arg (&a, "--ro", self->cfg.view [i]);
+    if (cwd)
+        s_arg (&a, "--rw", cwd);
+    for (int i = 0; what->keep && what->keep [i] >= 0; i++) {
+        if (i >= S_MAX_KEEP || nowned >= S_MAX_KEEP + 2) {
+            common_seterr (err, errlen, "too many descriptors to hand over");
+            goto done;
         }
-    if (mode == SANDBOX_MODE_EXEC) {
-        args [n++] = "--";
-        for (int i = 0; argv && argv [i]; i++) {
-            if (i >= S_MAX_ARGV) {
-                s_set_err (err, errlen, "%s", "too many arguments");
-                goto fail;
-            }
-            args [n++] = argv [i];
-        }
+        int fd = s_high_fd (what->keep [i], &owned [nowned++]);
+        s_arg_num (&a, "--keep", (unsigned) fd);
+        c.fds [c.nfds++] = fd;
     }
-    args [n] = NULL;
-
-    //  A small fixed environment: the worker's own never reaches a candidate.
+    if (kind->channel) {
+        s_arg_num (&a, "--keep", (unsigned) chan [1]);
+        c.fds [c.nfds++] = chan [1];
+    }
+    const sandbox_caps_want_t *w = &self->want;
+    const struct { const char *opt; uint64_t value; } limits [] = {
+        { "--rlimit-as", w->rlimit_as }, { "--rlimit-cpu", w->rlimit_cpu },
+        { "--rlimit-fsize", w->rlimit_fsize }, { "--rlimit-nofile", w->rlimit_nofile },
+        { "--rlimit-nproc", w->rlimit_nproc },
+    };
+    for (size_t i = 0; i < sizeof limits / sizeof limits [0]; i++)
+        if (limits [i].value != SANDBOX_RLIMIT_LEAVE)
+            s_arg_num (&a, limits [i].opt, limits [i].value);
+    if (self->cfg.selftest)
+        s_arg (&a, "--selftest", NULL);
+    //  The program's own: a channel is its --fd, then what the caller says.
+    if (kind->channel)
+        s_arg_num (&a, "--fd", (unsigned) chan [1]);
+    for (int i = 0; what->args && what->args [i]; i++)
+        s_arg (&a, what->args [i], NULL);
+    if (a.full) {
+        common_seterr (err, errlen, "too many arguments");
+        goto done;
+    }
+    a.v [a.n] = NULL;
+    //  A small fixed environment: the worker's own never reaches a runner,
+    //  but for the operator's settings trusted runners read (sandbox_kind.c).
     char tmpdir [PATH_MAX + 16];
     snprintf (tmpdir, sizeof tmpdir, "TMPDIR=%s", cwd && strlen (cwd) < PATH_MAX? cwd: "/tmp");
-    const char *envp [] = { "PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C", "LANG=C", tmpdir, NULL };
+    const char *envp [S_MAX_ENV + 5] = { "PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C", "LANG=C", tmpdir };
+    int nenv = 4;
+    for (char **e = environ; kind->operator_env && e && *e && nenv < S_MAX_ENV + 4; e++)
+        if (strncmp (*e, "LD_LIBRARY_PATH=", 16) == 0 || strncmp (*e, "KGYM_", 5) == 0
+        ||  strncmp (*e, "CUDA_", 5) == 0)
+            envp [nenv++] = *e;
+    envp [nenv] = NULL;
+    c.argv = (char *const *) a.v;
+    c.envp = (char *const *) envp;
+    if (s_clone (self, &c, err, errlen) != 0)
+        goto done;
+    self->sync = sync [0];
+    sync [0] = -1;
+    self->channel = chan [0];
+    chan [0] = -1;
+    rc = 0;
+done:
+    for (int i = 0; i < 2; i++) {
+        if (sync [i] >= 0)
+            close (sync [i]);
+        if (chan [i] >= 0)
+            close (chan [i]);
+    }
+    for (int i = 0; i < nowned; i++)
+        if (owned [i] >= 0)
+            close (owned [i]);
+    if (devnull >= 0)
+        close (devnull);
+    return rc;
+}
 
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_init (&fa);
-    posix_spawnattr_init (&attr);
-    posix_spawn_file_actions_addopen (&fa, 0, "/dev/null", O_RDWR, 0);
-    if (mode == SANDBOX_MODE_EXEC && out_fd >= 0) {
-        posix_spawn_file_actions_adddup2 (&fa, out_fd, 1);
-        posix_spawn_file_actions_adddup2 (&fa, out_fd, 2);
+//  ---------------------------------------------------------------------
+//  The handshake
+
+//  One line from the runner on sync until deadline (NUL-terminated, no
+//  newline). 0, or -1 on EOF, timeout or error.
+static int
+s_read_line (sandbox_t *self, uint64_t deadline, char *line, size_t len)
+{
+    size_t used = 0;
+    while (used + 1 < len) {
+        uint64_t now = common_now_ns ();
+        if (now >= deadline)
+            return -1;
+        struct pollfd pfd = { .fd = self->sync, .events = POLLIN };
+        int rc = poll (&pfd, 1, (int) ((deadline - now + 999999) / 1000000));
+        if (rc < 0 && errno != EINTR)
+            return -1;
+        if (rc <= 0)
+            continue;
+        ssize_t n = recv (self->sync, line + used, 1, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        if (line [used] == '\n')
+            break;
+        used++;
     }
-    else {
-        posix_spawn_file_actions_adddup2 (&fa, 0, 1);
-        posix_spawn_file_actions_adddup2 (&fa, 0, 2);
-    }
-    //  dup2 onto itself clears FD_CLOEXEC in the child only (glibc >= 2.29).
-    int keep [5] = { sock_fd, so_fd, shm_fd, ns_fd [0], ns_fd [1] };
-    for (int i = 0; i < 5; i++)
-        if (keep [i] >= 0)
-            posix_spawn_file_actions_adddup2 (&fa, keep [i], keep [i]);
-    if (cwd)
-        posix_spawn_file_actions_addchdir_np (&fa, cwd);
-    sigset_t all, none;
-    sigfillset (&all);
-    sigemptyset (&none);
-    posix_spawnattr_setsigdefault (&attr, &all);
-    posix_spawnattr_setsigmask (&attr, &none);
-    posix_spawnattr_setpgroup (&attr, 0);
-    posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF
-                                   | POSIX_SPAWN_SETSIGMASK);
-    pid_t pid = 0;
-    int rc = posix_spawn (&pid, self->cfg.runner_path, &fa, &attr, (char *const *) args,
-                          (char *const *) envp);
-    posix_spawn_file_actions_destroy (&fa);
-    posix_spawnattr_destroy (&attr);
-    if (rc != 0) {
-        if (err && errlen)
-            snprintf (err, errlen, "cannot start %s: %s", self->cfg.runner_path, strerror (rc));
-        goto fail;
-    }
-    self->pid = pid;
-    self->pidfd = (int) syscall (SYS_pidfd_open, pid, 0);
-    if (self->pidfd >= 0)
-        fcntl (self->pidfd, F_SETFD, FD_CLOEXEC);
-    for (int i = 0; i < 4; i++)
-        if (owned [i] >= 0)
-            close (owned [i]);
+    line [used] = 0;
     return 0;
-fail:
-    for (int i = 0; i < 4; i++)
-        if (owned [i] >= 0)
-            close (owned [i]);
-    return -1;
+}
+
+int
+sandbox_confirm (sandbox_t *self, double timeout_s, char *err, size_t errlen)
+{
+    if (self->sync < 0 || !self->pid || self->reaped) {
+        common_seterr (err, errlen, "sandbox: nothing to confirm");
+        return -1;
+    }
+    char line [640];
+    uint64_t deadline = common_now_ns () + (uint64_t) (timeout_s * 1e9);
+    char why [256] = "";
+    if (s_read_line (self, deadline, line, sizeof line) != 0) {
+        bool gone = sandbox_wait (self, 0.5) == 0;
+        sandbox_kill (self);
+        if (gone)
+            sandbox_describe (self, why, sizeof why);
+        common_seterr (err, errlen, "sandbox: %s did not confine itself (%s)", self->kind->program,
+                       gone? why: "no answer");
+        return -1;
+    }
+    if (strcmp (line, "confined") != 0) {
+        sandbox_kill (self);
+        common_seterr (err, errlen, "sandbox: %s: %.400s", self->kind->program,
+                       strncmp (line, "error: ", 7) == 0? line + 7: "malformed answer");
+        return -1;
+    }
+    //  Its word is not enough: look at it.
+    if (sandbox_caps_read (&self->want, self->pid, true, self->caps, sizeof self->caps,
+                           why, sizeof why) != 0) {
+        sandbox_kill (self);
+        snprintf (self->caps, sizeof self->caps, "{}");
+        common_seterr (err, errlen, "sandbox: %s is not confined as asked: %s", self->kind->program, why);
+        return -1;
+    }
+    if (send (self->sync, "g", 1, MSG_NOSIGNAL) != 1) {
+        sandbox_kill (self);
+        common_seterr (err, errlen, "sandbox: %s went away", self->kind->program);
+        return -1;
+    }
+    if (!self->cfg.selftest) {
+        close (self->sync);
+        self->sync = -1;
+    }
+    return 0;
+}
+
+const char *
+sandbox_caps (sandbox_t *self)
+{
+    return self->caps;
+}
+
+int
+sandbox_caps_refresh (sandbox_t *self)
+{
+    char caps [S_CAPS_LEN], why [128];
+    if (!self->pid || self->reaped
+    ||  sandbox_caps_read (&self->want, self->pid, false, caps, sizeof caps, why, sizeof why) != 0)
+        return -1;
+    memcpy (self->caps, caps, sizeof caps);
+    return 0;
+}
+
+int
+sandbox_channel (sandbox_t *self)
+{
+    return self->channel;
+}
+
+int
+sandbox_selftest (sandbox_t *self, double timeout_s, char **report, char *err, size_t errlen)
+{
+    *report = NULL;
+    if (!self->cfg.selftest || self->sync < 0) {
+        common_seterr (err, errlen, "not a self-test sandbox, or not confirmed");
+        return -1;
+    }
+    char line [8192];
+    if (s_read_line (self, common_now_ns () + (uint64_t) (timeout_s * 1e9), line, sizeof line) != 0
+    ||  line [0] != '{') {
+        common_seterr (err, errlen, "no self-test report");
+        return -1;
+    }
+    *report = strdup (line);
+    return *report? 0: -1;
+}
+
+//  ---------------------------------------------------------------------
+//  Supervision
+
+uid_t
+sandbox_uid (sandbox_t *self)
+{
+    return self->want.uid;
 }
 
 int
@@ -824,7 +604,7 @@ sandbox_signal (sandbox_t *self, int sig)
 }
 
 //  Reap the runner (after its group was killed). Blocks only on an exited
-//  or killed process.
+//  or killed process; its pid namespace is empty by then.
 static void
 s_reap (sandbox_t *self)
 {
@@ -839,6 +619,11 @@ s_reap (sandbox_t *self)
     while (got < 0 && errno == EINTR);
     self->reaped = true;
     if (got == self->pid) {
+        //  A namespace's init cannot die of a signal it sends itself: an
+        //  in-process runner relays it as exit 128+N (sandbox_confine).
+        int code = WIFEXITED (status)? WEXITSTATUS (status): 0;
+        if (self->kind->in_process && code > 128 && code - 128 < 65)
+            status = code - 128;
         self->wstatus = status;
         self->cpu_s = (double) ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6
                     + (double) ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
@@ -850,8 +635,8 @@ s_reap (sandbox_t *self)
     self->pidfd = -1;
 }
 
-//  Everything in the group and cgroup dies; the leader is reaped last so
-//  its pid (= the group id) is not free to be reused while we signal it.
+//  Everything in the group, pid namespace and cgroup dies; the leader is
+//  reaped last so its pid (= the group id) is not reused while we signal it.
 void
 sandbox_kill (sandbox_t *self)
 {
@@ -859,23 +644,9 @@ sandbox_kill (sandbox_t *self)
         return;
     kill (-self->pid, SIGKILL);
     kill (self->pid, SIGKILL);
-    if (self->cg_mode != S_CG_NONE) {
-        if (s_cg_oom_count (self) > self->oom_base)
-            self->oom_seen = true;
-        //  Returns once every member has exited (zombies leave the list).
-        s_cg_empty (self->cg_dir, self->cg_mode);
-    }
-    int pgid = self->pid;
+    if (self->cgroup)
+        sandbox_cgroup_empty (self->cgroup);
     s_reap (self);
-    //  Members orphaned by the kill (the compiler's cc1, as, ld) come to
-    //  us when this process is a child subreaper: reap them too, or they
-    //  stay zombies under an init that does not reap. No-op otherwise.
-    siginfo_t info;
-    for (int i = 0; i < 1024; i++) {
-        memset (&info, 0, sizeof info);
-        if (waitid (P_PGID, (id_t) pgid, &info, WEXITED | WNOHANG) != 0 || info.si_pid == 0)
-            break;
-    }
 }
 
 //  Has the runner exited? Peeks without reaping (WNOWAIT).
@@ -889,28 +660,30 @@ s_exited (sandbox_t *self)
     return info.si_pid == self->pid;
 }
 
+bool
+sandbox_exited (sandbox_t *self)
+{
+    if (!self->pid || self->reaped)
+        return true;
+    if (!s_exited (self))
+        return false;
+    sandbox_kill (self);
+    return true;
+}
+
 int
 sandbox_wait (sandbox_t *self, double timeout_s)
 {
     if (!self->pid || self->reaped)
         return 0;
     uint64_t deadline = common_now_ns () + (uint64_t) (timeout_s > 0? timeout_s * 1e9: 0);
-    uint64_t backoff_us = 20;
     while (!s_exited (self)) {
         uint64_t now = common_now_ns ();
         if (now >= deadline)
             return 1;
-        if (self->pidfd >= 0) {
-            struct pollfd pfd = { .fd = self->pidfd, .events = POLLIN };
-            int ms = (int) ((deadline - now + 999999) / 1000000);
-            poll (&pfd, 1, ms > 0? ms: 1);
-        }
-        else {
-            struct timespec ts = { 0, (long) backoff_us * 1000 };
-            nanosleep (&ts, NULL);
-            if (backoff_us < 5000)
-                backoff_us *= 2;
-        }
+        struct pollfd pfd = { .fd = self->pidfd, .events = POLLIN };
+        int ms = (int) ((deadline - now + 999999) / 1000000);
+        poll (&pfd, 1, ms > 0? ms: 1);
     }
     sandbox_kill (self);
     return 0;
@@ -975,11 +748,7 @@ sandbox_reaped (sandbox_t *self, int *wstatus, double *cpu_s)
 bool
 sandbox_oom (sandbox_t *self)
 {
-    if (self->oom_seen)
-        return true;
-    if (self->cg_mode != S_CG_NONE && s_cg_oom_count (self) > self->oom_base)
-        self->oom_seen = true;
-    return self->oom_seen;
+    return self->cgroup && sandbox_cgroup_oom (self->cgroup);
 }
 
 static const char *
@@ -1002,7 +771,7 @@ sandbox_describe (sandbox_t *self, char *buf, size_t len)
     }
     int st = self->wstatus;
     char name [32];
-    bool cpu_out = self->cpu_s + 0.05 >= (double) self->cfg.cpu_s;
+    bool cpu_out = self->cfg.cpu_s != SANDBOX_NO_LIMIT && self->cpu_s + 0.05 >= (double) self->cfg.cpu_s;
     if (WIFSIGNALED (st)) {
         int sig = WTERMSIG (st);
         s_signal_name (sig, name, sizeof name);
@@ -1013,7 +782,7 @@ sandbox_describe (sandbox_t *self, char *buf, size_t len)
         if (sig == SIGXCPU || (sig == SIGKILL && cpu_out))
             snprintf (buf, len, "killed by %s: CPU time limit (%u s)", name, self->cfg.cpu_s);
         else
-        if (sig == SIGKILL && self->cg_mode == S_CG_NONE)
+        if (sig == SIGKILL && !self->cgroup)
             snprintf (buf, len, "killed by SIGKILL (out of memory?)");
         else
         if (sig == SIGXFSZ)
@@ -1031,32 +800,19 @@ sandbox_describe (sandbox_t *self, char *buf, size_t len)
 const char *
 sandbox_cgroup (sandbox_t *self)
 {
-    return self->cg_mode == S_CG_V2? "v2": self->cg_mode == S_CG_V1? "v1": "none";
+    return self->cgroup? sandbox_cgroup_version (self->cgroup): "none";
 }
 
 const char *
 sandbox_cgroup_path (sandbox_t *self)
 {
-    if (self->cg_mode == S_CG_NONE)
-        return NULL;
-    return self->cg_dir [0][0]? self->cg_dir [0]: self->cg_dir [1];
+    return self->cgroup? sandbox_cgroup_dir (self->cgroup, 0): NULL;
 }
 
 int
 sandbox_cgroup_count (sandbox_t *self)
 {
-    const char *dir = sandbox_cgroup_path (self);
-    if (!dir)
-        return -1;
-    char path [PATH_MAX + 16], buf [8192];
-    snprintf (path, sizeof path, "%s/cgroup.procs", dir);
-    if (s_read_file (path, buf, sizeof buf) < 0)
-        return -1;
-    int count = 0;
-    for (char *p = buf; *p; p++)
-        if (*p == '\n')
-            count++;
-    return count;
+    return self->cgroup? sandbox_cgroup_procs (self->cgroup): -1;
 }
 
 void
@@ -1066,7 +822,13 @@ sandbox_destroy (sandbox_t **self_p)
         return;
     sandbox_t *self = *self_p;
     sandbox_kill (self);
-    s_cg_release (self);
+    sandbox_cgroup_destroy (&self->cgroup);
+    //  Its processes are gone: the uid may serve another runner.
+    sandbox_uid_destroy (&self->uid);
+    if (self->sync >= 0)
+        close (self->sync);
+    if (self->channel >= 0)
+        close (self->channel);
     if (self->pidfd >= 0)
         close (self->pidfd);
     free (self);
@@ -1076,76 +838,78 @@ sandbox_destroy (sandbox_t **self_p)
 int
 sandbox_slot_remove (const char *slot)
 {
-    if (!slot)
-        return 0;
-    pthread_once (&s_cg_once, s_cg_detect);
-    if (s_cg_host.mode == S_CG_NONE)
-        return 0;
-    char safe [S_NAME_MAX];
-    s_slot_name (slot, safe);
-    int primary = s_cg_host.base [0][0]? 0: 1;
-    int removed = 0;
-    for (int n = 0; n < 64; n++) {
-        char name [S_NAME_MAX + 16];
-        if (n == 0)
-            snprintf (name, sizeof name, "s-%s", safe);
-        else
-            snprintf (name, sizeof name, "s-%s.%d", safe, n);
-        char dirs [2][PATH_MAX] = { "", "" };
-        for (int h = 0; h < 2; h++)
-            if (s_cg_host.base [h][0])
-                snprintf (dirs [h], PATH_MAX, "%s/%s", s_cg_host.base [h], name);
-        int fd = open (dirs [primary], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-            continue;               //  suffixes need not be contiguous
-        //  Held: a live sandbox uses it.
-        if (flock (fd, LOCK_EX | LOCK_NB) == 0) {
-            s_cg_empty (dirs, s_cg_host.mode);
-            bool gone = true;
-            for (int h = 0; h < 2; h++)
-                if (dirs [h][0] && rmdir (dirs [h]) != 0 && errno != ENOENT)
-                    gone = false;
-            removed += gone;
-        }
-        close (fd);
-    }
-    return removed;
+    return sandbox_cgroup_slot_remove (slot);
 }
 
 //  ---------------------------------------------------------------------
-//  Exec mode: the compiler
+//  Exec mode: the compiler (or an interpreter)
+
+//  Append a chunk of output, keeping the first S_OUTPUT_MAX bytes.
+static void
+s_take_output (char *buf, size_t *used, bool *truncated, const char *chunk, size_t n)
+{
+    if (*used + n > S_OUTPUT_MAX) {
+        n = S_OUTPUT_MAX - *used;
+        *truncated = true;
+    }
+    if (buf && n)
+        memcpy (buf + *used, chunk, n);
+    *used += n;
+}
 
 int
 sandbox_exec (const sandbox_config_t *cfg, char *const argv[], const char *cwd,
-                     double timeout_s, char **output, int *exit_status, bool *timed_out,
-                     char *err, size_t errlen)
+              double timeout_s, char **output, int *exit_status, bool *timed_out,
+              char *err, size_t errlen)
 {
     *output = NULL;
     *exit_status = -1;
     *timed_out = false;
     if (!argv || !argv [0] || argv [0][0] != '/') {
-        s_set_err (err, errlen, "%s", "exec needs an absolute program path");
+        common_seterr (err, errlen, "exec needs an absolute program path");
         return -1;
     }
+    sandbox_config_t def;
+    if (!cfg) {
+        sandbox_config_default (&def);
+        def.kind = SANDBOX_CC;
+        cfg = &def;
+    }
+    if (sandbox_kind_info (cfg->kind)->in_process) {
+        common_seterr (err, errlen, "sandbox kind %s does not run programs", sandbox_kind_info (cfg->kind)->name);
+        return -1;
+    }
+    const char *args [S_MAX_ARGV + 4];
+    int n = 0;
+    args [n++] = "--mode";
+    args [n++] = "exec";
+    args [n++] = "--";
+    for (int i = 0; argv [i]; i++) {
+        if (n >= S_MAX_ARGV + 3) {
+            common_seterr (err, errlen, "too many arguments");
+            return -1;
+        }
+        args [n++] = argv [i];
+    }
+    args [n] = NULL;
     sandbox_t *sandbox = sandbox_new (cfg, err, errlen);
     if (!sandbox)
         return -1;
     int pipefd [2];
     if (pipe2 (pipefd, O_CLOEXEC) != 0) {
-        s_set_err (err, errlen, "pipe: %s", strerror (errno));
+        common_seterr (err, errlen, "pipe: %s", strerror (errno));
         sandbox_destroy (&sandbox);
         return -1;
     }
-    if (sandbox_spawn (sandbox, SANDBOX_MODE_EXEC, -1, -1, -1, pipefd [1], cwd, argv,
-                              err, errlen)) {
-        close (pipefd [0]);
-        close (pipefd [1]);
-        sandbox_destroy (&sandbox);
-        return -1;
-    }
+    sandbox_spawn_t what = { .args = (char *const *) args, .object_fd = -1, .out_fd = pipefd [1], .cwd = cwd };
+    int started = sandbox_spawn (sandbox, &what, err, errlen);
     close (pipefd [1]);
+    if (started != 0 || sandbox_confirm (sandbox, S_CONFIRM_S, err, errlen) != 0) {
+        close (pipefd [0]);
+        sandbox_destroy (&sandbox);
+        return -1;
+    }
     fcntl (pipefd [0], F_SETFL, O_NONBLOCK);
-
     char *buf = malloc (S_OUTPUT_MAX + 64);
     size_t used = 0;
     bool truncated = false, eof = false;
@@ -1160,56 +924,31 @@ sandbox_exec (const sandbox_config_t *cfg, char *const argv[], const char *cwd,
             { .fd = pipefd [0], .events = POLLIN },
             { .fd = sandbox->pidfd, .events = POLLIN },
         };
-        int nfds = sandbox->pidfd >= 0? 2: 1;
-        int ms = (int) ((deadline - now + 999999) / 1000000);
-        //  Without a pidfd, look at the process now and then.
-        if (nfds == 1 && ms > 20)
-            ms = 20;
-        int rc = poll (pfd, (nfds_t) nfds, ms);
+        int rc = poll (pfd, 2, (int) ((deadline - now + 999999) / 1000000));
         if (rc < 0 && errno != EINTR)
             break;
         if (pfd [0].revents) {
             char chunk [16384];
-            ssize_t n = read (pipefd [0], chunk, sizeof chunk);
-            if (n > 0) {
-                size_t take = (size_t) n;
-                if (used + take > S_OUTPUT_MAX) {
-                    take = S_OUTPUT_MAX - used;
-                    truncated = true;
-                }
-                if (buf && take)
-                    memcpy (buf + used, chunk, take);
-                used += take;
-            }
+            ssize_t got = read (pipefd [0], chunk, sizeof chunk);
+            if (got > 0)
+                s_take_output (buf, &used, &truncated, chunk, (size_t) got);
             else
-            if (n == 0)
+            if (got == 0)
                 eof = true;
         }
-        //  The program is done: its leftovers die, so the pipe closes now.
-        if ((nfds == 2 && pfd [1].revents) || (nfds == 1 && s_exited (sandbox))) {
-            kill (-sandbox->pid, SIGKILL);
-            if (sandbox->cg_mode != S_CG_NONE)
-                s_cg_empty (sandbox->cg_dir, sandbox->cg_mode);
+        //  The program is done: its namespace is gone, so the pipe drains now.
+        if (pfd [1].revents) {
+            sandbox_kill (sandbox);
             while (!eof) {
                 char chunk [16384];
                 struct pollfd rp = { .fd = pipefd [0], .events = POLLIN };
                 if (poll (&rp, 1, 1000) <= 0)
                     break;
-                ssize_t n = read (pipefd [0], chunk, sizeof chunk);
-                if (n <= 0) {
-                    eof = n == 0 || errno != EAGAIN;
-                    if (eof)
-                        break;
-                    continue;
-                }
-                size_t take = (size_t) n;
-                if (used + take > S_OUTPUT_MAX) {
-                    take = S_OUTPUT_MAX - used;
-                    truncated = true;
-                }
-                if (buf && take)
-                    memcpy (buf + used, chunk, take);
-                used += take;
+                ssize_t got = read (pipefd [0], chunk, sizeof chunk);
+                if (got > 0)
+                    s_take_output (buf, &used, &truncated, chunk, (size_t) got);
+                else
+                    eof = got == 0 || errno != EAGAIN;
             }
             break;
         }
@@ -1252,37 +991,28 @@ sandbox_exec (const sandbox_config_t *cfg, char *const argv[], const char *cwd,
 }
 
 //  ---------------------------------------------------------------------
-//  What the host allows: ask a probe runner
+//  The probe: what the host allows, and the namespaces to share
 
-static char s_host_caps [300];
-static pthread_once_t s_caps_once = PTHREAD_ONCE_INIT;
-//  The probe's empty network and IPC namespaces, kept open for later runners
-//  to enter (root only); -1 when there are none.
+static char s_host_caps [S_CAPS_LEN];
+static pthread_once_t s_probe_once = PTHREAD_ONCE_INIT;
 static int s_shared_ns [2] = { -1, -1 };
 
-//  Keep the probe's namespaces: /proc/PID/ns/* while it still lives.
+//  Keep the probe's network and IPC namespaces (root only), never the host's.
 static void
 s_keep_namespaces (pid_t pid)
 {
-    if (geteuid () != 0)
-        return;
     const char *names [2] = { "net", "ipc" };
     for (int i = 0; i < 2; i++) {
         char path [64];
-        snprintf (path, sizeof path, "/proc/%d/ns/%s", (int) pid, names [i]);
-        s_shared_ns [i] = open (path, O_RDONLY | O_CLOEXEC);
-    }
-    //  Never share the host's own namespaces by mistake.
-    for (int i = 0; i < 2; i++) {
         struct stat mine, theirs;
-        char path [64];
+        snprintf (path, sizeof path, "/proc/%d/ns/%s", (int) pid, names [i]);
+        int fd = open (path, O_RDONLY | O_CLOEXEC);
         snprintf (path, sizeof path, "/proc/self/ns/%s", names [i]);
-        if (s_shared_ns [i] >= 0
-        && (stat (path, &mine) != 0 || fstat (s_shared_ns [i], &theirs) != 0
-        ||  mine.st_ino == theirs.st_ino)) {
-            close (s_shared_ns [i]);
-            s_shared_ns [i] = -1;
-        }
+        if (fd >= 0 && stat (path, &mine) == 0 && fstat (fd, &theirs) == 0 && mine.st_ino != theirs.st_ino)
+            s_shared_ns [i] = fd;
+        else
+        if (fd >= 0)
+            close (fd);
     }
 }
 
@@ -1292,37 +1022,34 @@ s_probe (void)
     snprintf (s_host_caps, sizeof s_host_caps, "{\"runner\":false}");
     char err [256];
     sandbox_t *sandbox = sandbox_new (NULL, err, sizeof err);
-    if (!sandbox)
-        return;
-    int sv [2];
-    if (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    int sv [2] = { -1, -1 };
+    if (!sandbox || socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+        log_warn ("sandbox", "no probe runner: %s", sandbox? strerror (errno): err);
         sandbox_destroy (&sandbox);
         return;
     }
-    if (sandbox_spawn (sandbox, SANDBOX_MODE_PROBE, sv [1], -1, -1, -1, NULL, NULL,
-                              err, sizeof err) == 0) {
-        close (sv [1]);
-        sv [1] = -1;
-        struct pollfd pfd = { .fd = sv [0], .events = POLLIN };
-        runner_reply_t reply;
-        if (poll (&pfd, 1, (int) (S_PROBE_WAIT_S * 1000)) == 1
-        &&  recv (sv [0], &reply, sizeof reply, 0) == (ssize_t) sizeof reply
-        &&  reply.status == RUNNER_OK) {
-            reply.message [sizeof reply.message - 1] = 0;
-            if (reply.message [0] == '{')
-                snprintf (s_host_caps, sizeof s_host_caps, "%s", reply.message);
-            s_keep_namespaces (sandbox_pid (sandbox));
-        }
+    sandbox->probe = true;
+    char sock [16];
+    snprintf (sock, sizeof sock, "%d", sv [1]);
+    char *args [] = { "--mode", "probe", "--sock", sock, NULL };
+    int keep [] = { sv [1], -1 };
+    sandbox_spawn_t what = { .args = args, .keep = keep, .object_fd = -1, .out_fd = -1 };
+    if (sandbox_spawn (sandbox, &what, err, sizeof err) == 0
+    &&  sandbox_confirm (sandbox, S_CONFIRM_S, err, sizeof err) == 0) {
+        snprintf (s_host_caps, sizeof s_host_caps, "%s", sandbox_caps (sandbox));
+        if (!sandbox->userns)
+            s_keep_namespaces (sandbox->pid);
     }
-    if (sv [1] >= 0)
-        close (sv [1]);
+    else
+        log_warn ("sandbox", "probe runner: %s", err);
     close (sv [0]);
+    close (sv [1]);
     sandbox_destroy (&sandbox);
 }
 
 const char *
 sandbox_host_caps (void)
 {
-    pthread_once (&s_caps_once, s_probe);
+    pthread_once (&s_probe_once, s_probe);
     return s_host_caps;
 }

@@ -1,106 +1,77 @@
-/*  sandbox_confine - a runner confines itself before untrusted code loads.
+/*  sandbox_confine - a runner confines itself before untrusted input.
 
-    Shared by kgym-cuda-runner (and, once the lead switches it over,
-    kgym-runner). The supervisor creates a cgroup per runner slot with
-    sandbox_confine_cgroup_new (it needs write access to the cgroup tree,
-    which the runner, once confined, does not have); the runner, right after
-    it starts, calls sandbox_confine() with the options it wants. Every step
-    is attempted in a fixed order that keeps the later ones possible:
+    The runner's half of the sandbox, the same for every kind (kgym-runner
+    for kernels, the compiler and interpreters; kgym-cuda-runner;
+    kgym-nvrtc). The supervisor (sandbox.c) started it as pid 1 of a new pid
+    namespace, in network and IPC namespaces not the worker's (and, when
+    not root, as root of a new user namespace) and says on the command
+    line what to apply; sandbox_confine_parse takes those options out of
+    argv, sandbox_confine applies them in this order:
 
-        1. join the cgroup dirs (write own pid to cgroup.procs)
-        2. new network namespace: as root unshare(CLONE_NEWNET); else
-           unshare(CLONE_NEWUSER|CLONE_NEWNET) with own uid/gid mapped
-        3. rlimits: CORE 0 always; AS, CPU, FSIZE, NOFILE, NPROC when set
-        4. Landlock: read-only access below the given paths (best effort)
-        5. drop to nobody when root (setgroups, setgid, setuid)
-        6. PR_SET_PDEATHSIG SIGKILL (after 5: a uid change clears it)
-        7. PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE 0
-        8. seccomp (libseccomp): default allow; EPERM for socket/socketpair
-           of families other than AF_UNIX (CUDA's cuInit needs AF_UNIX),
-           ptrace, process_vm_readv/writev, mount, umount2, pivot_root,
-           unshare, setns, bpf, keyctl, add_key, request_key, kexec_*,
-           init/finit/delete_module, io_uring_*, userfaultfd, and unless
-           allowed perf_event_open, execve/execveat, fork/vfork and clone
-           without CLONE_THREAD (clone3 answers ENOSYS so glibc falls back to
-           clone, whose flags seccomp can see); optionally open/openat/creat
-           for writing and the calls that create, remove or rename files.
+        1. join the cgroup directories (write 0 to cgroup.procs)
+        2. parent death signal (kinds spawned by a long-lived thread)
+        3. as pid 1: relay self-sent fatal signals as exit 128+N (the kernel
+           ignores them for a namespace's init; in-process kinds only)
+        4. the kind's root: empty (the object only), a view, or the host's
+        5. identity: as root, groups dropped and uid/gid switched to the
+           runner's own (--uid); in a user namespace, every capability
+           dropped for good (bounding set, securebits NOROOT, capset 0)
+        6. parent death signal again (a credential change clears it)
+        7. rlimits: CORE 0, MSGQUEUE 0, and AS, CPU (hard = soft + 1),
+           FSIZE, NOFILE, NPROC as given
+        8. no_new_privs, not dumpable
+        9. close every descriptor but 0-2, --sync and --keep ones
+       10. seccomp: the kind's filter (sandbox_seccomp)
+       11. say "confined" on --sync and wait for the supervisor's go: it
+           checks from outside (/proc) that all of the above holds first.
 
-    Steps 2, 4 and 5 are best effort unless `strict` is set: what was
-    actually enforced is written as a compact JSON object into caps, e.g.
-    {"cgroup":"v2","memory_max":4294967296,"pids_max":64,"netns":true,
-     "user":"nobody","rlimit_as":0,"rlimit_cpu":120,"nofile":256,
-     "no_new_privs":true,"dumpable":false,"seccomp":true,"landlock":false}
+    Every step is required: a failure is reported on --sync ("error: why")
+    and the runner must exit. Nothing untrusted has been read until the go.
 
-    PR_SET_PDEATHSIG fires when the *thread* that spawned the runner ends,
-    not the process: spawn from a long-lived thread, or leave it off and
-    watch getppid() (kgym-cuda-runner does the latter).
+    Options: --kind NAME --sync FD [--uid N | --userns] [--cgroup DIR]...
+    [--object FD] [--ro PATH]... [--rw DIR]
+    [--keep FD]... [--rlimit-as B] [--rlimit-cpu S] [--rlimit-fsize B]
+    [--rlimit-nofile N] [--rlimit-nproc N] [--selftest]
 */
 #ifndef SANDBOX_CONFINE_H
 #define SANDBOX_CONFINE_H
 
-#include <stdint.h>
-#include <stddef.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "sandbox_kind.h"
+#include "sandbox_cgroup.h"
 
-#define SANDBOX_CONFINE_MAX_CGROUPS  4
-#define SANDBOX_CONFINE_MAX_PATHS    16
-#define SANDBOX_CONFINE_PATH         512
+#define SANDBOX_CONFINE_PATHS   32          //  --ro paths at most
+#define SANDBOX_CONFINE_KEEP    8           //  --keep fds at most
+#define SANDBOX_RLIMIT_LEAVE    UINT64_MAX  //  an rlimit not asked for
 
-//  seccomp relaxations, or-ed into sandbox_confine_opts_t.seccomp_allow
-#define SANDBOX_CONFINE_ALLOW_EXEC   0x01u   //  execve, execveat
-#define SANDBOX_CONFINE_ALLOW_FORK   0x02u   //  fork, vfork, clone without CLONE_THREAD
-#define SANDBOX_CONFINE_ALLOW_PERF   0x04u   //  perf_event_open (CUPTI may want it)
-#define SANDBOX_CONFINE_DENY_WRITE   0x08u   //  also deny opening files for writing and fs changes
-
-//  What to apply. Zero-initialised = only CORE 0, no_new_privs, not dumpable.
+//  What the supervisor asked for.
 typedef struct {
-    const char *cgroups[SANDBOX_CONFINE_MAX_CGROUPS];  //  cgroup dirs to join, NULL-terminated
-    bool netns;                 //  new network namespace (only lo)
-    bool drop_to_nobody;        //  when root: setuid/setgid nobody (65534)
-    bool pdeathsig;             //  SIGKILL when the spawning thread ends
-    uint64_t rlimit_as;         //  bytes, 0 = leave (CUDA needs ~14 GiB + its largest allocation)
-    uint32_t rlimit_cpu;        //  seconds, 0 = leave
-    uint64_t rlimit_fsize;      //  bytes, 0 = leave
-    uint32_t rlimit_nofile;     //  0 = leave
-    uint32_t rlimit_nproc;      //  0 = leave (counts threads of the whole uid)
-    const char *landlock_read[SANDBOX_CONFINE_MAX_PATHS];  //  readable trees, NULL-terminated; empty = no Landlock
-    const char *landlock_write[SANDBOX_CONFINE_MAX_PATHS]; //  read-write trees (e.g. /dev/null)
-    bool seccomp;               //  install the filter
-    unsigned seccomp_allow;     //  SANDBOX_CONFINE_* bits
-    bool strict;                //  fail when a best-effort step fails
-} sandbox_confine_opts_t;
+    sandbox_kind_t kind;                    //  --kind
+    int sync;                               //  --sync: the handshake socket
+    uid_t uid;                              //  --uid: the uid to become (root); 0 = none
+    bool userns;                            //  --userns: root of a fresh user namespace
+    const char *cgroups [SANDBOX_CGROUP_DIRS];  //  --cgroup, NULL-terminated
+    int object;                             //  --object: the empty root's file, -1 none
+    const char *ro [SANDBOX_CONFINE_PATHS]; //  --ro: the view's read-only paths
+    size_t nro;                             //  entries in ro
+    const char *rw;                         //  --rw: the view's writable directory
+    int keep [SANDBOX_CONFINE_KEEP];        //  --keep: descriptors handed over
+    size_t nkeep;                           //  entries in keep
+    uint64_t rlimit_as, rlimit_cpu, rlimit_fsize, rlimit_nofile, rlimit_nproc;
+    bool selftest;                          //  --selftest: report denied calls, exit
+} sandbox_confine_args_t;
 
-//  Confine the calling process (call before any thread exists if the
-//  seccomp filter must cover them all: filters are per thread unless
-//  synchronised, which we do with SECCOMP_FILTER_FLAG_TSYNC). Returns 0 and
-//  the caps JSON in caps, or -1 with a reason in err.
-int sandbox_confine (const sandbox_confine_opts_t *opts, char *caps, size_t capslen,
-                    char *err, size_t errlen);
+//  Take the sandbox's options out of argv (up to "--"); the others stay in
+//  order. Returns the new argc, or -1 with why.
+int sandbox_confine_parse (int argc, char **argv, sandbox_confine_args_t *args,
+                           char *err, size_t errlen);
 
-//  --- supervisor side: one cgroup per runner slot ---
-
-//  A cgroup (v2, or v1 memory+pids) for one runner slot.
-typedef struct {
-    int version;                //  2, 1, or 0 when none could be made
-    char dirs[SANDBOX_CONFINE_MAX_CGROUPS][SANDBOX_CONFINE_PATH];  //  dirs to join
-    size_t ndirs;               //  entries used
-    uint64_t memory_max;        //  bytes set, 0 = none
-    uint32_t pids_max;          //  set, 0 = none
-} sandbox_confine_cgroup_t;
-
-//  Create (or reuse) /sys/fs/cgroup/kgym/<name> with memory.max (swap 0) and
-//  pids.max; v1 hierarchies when there is no v2 one. Returns 0 (cg filled),
-//  or -1 with a reason (cg->version 0): the host lets us create none.
-int sandbox_confine_cgroup_new (const char *name, uint64_t memory_max, uint32_t pids_max,
-                               sandbox_confine_cgroup_t *cg, char *err, size_t errlen);
-
-//  Kill every process in the cgroup (cgroup.kill, else SIGKILL each pid).
-void sandbox_confine_cgroup_kill (const sandbox_confine_cgroup_t *cg);
-
-//  True when the memory controller recorded an OOM kill since creation.
-bool sandbox_confine_cgroup_oom (const sandbox_confine_cgroup_t *cg);
-
-//  Kill what is left and remove the cgroup dirs.
-void sandbox_confine_cgroup_remove (sandbox_confine_cgroup_t *cg);
+//  Apply everything (see above) and wait for the go. 0: confined, the
+//  caller goes on; -1: refused (reported on --sync, err says why), the
+//  caller must exit. With --selftest it never returns.
+int sandbox_confine (const sandbox_confine_args_t *args, char *err, size_t errlen);
 
 #endif
