@@ -59,24 +59,38 @@ broker_send_error (broker_server_t *self, zsock_t *sock, zframe_t *identity, uin
     }
 }
 
+//  One message from sock (a worker's or a client's) into self->in. 0: one
+//  to handle; -1: none, one from a connection CURVE never approved (nothing
+//  at all is said to it), or a malformed one (counted, answered with an ERROR).
+static int
+s_receive (broker_server_t *self, zsock_t *sock)
+{
+    proto_msg_t *msg = self->in;
+    int rc = proto_msg_recv (msg, sock);
+    if (rc == -1)
+        return -1;
+    if (self->auth && !msg->user_id [0]) {
+        self->stats.unauthorized++;
+        return -1;
+    }
+    if (rc == -2) {
+        broker_bump (&self->stats.malformed, self->m.messages_malformed);
+        if (sock == self->clients && msg->cmd == PROTO_SUBMIT)
+            common_metric_inc (self->m.jobs_rejected, "malformed");
+        log_info ("broker", "malformed message from a %s: %s", sock == self->clients? "client": "worker",
+                  msg->reason);
+        broker_send_error (self, sock, msg->routing_id, msg->code, msg->reason, 0, 0);
+        return -1;
+    }
+    return 0;
+}
+
 static void
 s_handle_worker (broker_server_t *self, int64_t now)
 {
     proto_msg_t *msg = self->in;
-    int rc = proto_msg_recv (msg, self->workers);
-    if (rc == -1)
+    if (s_receive (self, self->workers))
         return;
-    if (self->auth && !msg->user_id [0]) {
-        //  CURVE is on and this connection was never approved: nothing at all.
-        self->stats.unauthorized++;
-        return;
-    }
-    if (rc == -2) {
-        broker_bump (&self->stats.malformed, self->m.messages_malformed);
-        log_info ("broker", "malformed message from a worker: %s", msg->reason);
-        broker_send_error (self, self->workers, msg->routing_id, msg->code, msg->reason, 0, 0);
-        return;
-    }
     if (msg->cmd == PROTO_READY) {
         broker_worker_ready (self, msg, now);
         return;
@@ -133,21 +147,8 @@ static void
 s_handle_client (broker_server_t *self, int64_t now)
 {
     proto_msg_t *msg = self->in;
-    int rc = proto_msg_recv (msg, self->clients);
-    if (rc == -1)
+    if (s_receive (self, self->clients))
         return;
-    if (self->auth && !msg->user_id [0]) {
-        self->stats.unauthorized++;
-        return;
-    }
-    if (rc == -2) {
-        broker_bump (&self->stats.malformed, self->m.messages_malformed);
-        if (msg->cmd == PROTO_SUBMIT)
-            common_metric_inc (self->m.jobs_rejected, "malformed");
-        log_info ("broker", "malformed message from a client: %s", msg->reason);
-        broker_send_error (self, self->clients, msg->routing_id, msg->code, msg->reason, 0, 0);
-        return;
-    }
     switch (msg->cmd) {
         case PROTO_SUBMIT:
             broker_client_submit (self, msg);

@@ -30,7 +30,6 @@
 #include "proto_curve.h"
 #include "common_log.h"
 #include <ctype.h>
-#include <time.h>
 #include <errno.h>
 #include <string.h>
 #include <stdio.h>
@@ -95,14 +94,6 @@ struct _client_kgym_t {
 };
 
 static void s_send_error (client_kgym_t *self, int error, char *err, size_t errlen);
-
-static int64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 //  --------------------------------------------------------------------------
 //  The delivered set
@@ -209,7 +200,7 @@ s_send_job (client_kgym_t *self, s_pending_t *entry, bool retry)
     self->msg->body = entry->body;
     int rc = proto_msg_send (self->msg, self->sock);
     self->msg->body = NULL;
-    self->last_sent_ms = s_now_ms ();
+    self->last_sent_ms = zclock_mono ();
     return rc;
 }
 
@@ -264,7 +255,7 @@ s_send_request (client_kgym_t *self, uint64_t ref, char *err, size_t errlen)
         s_request_take (self, ref);
         return -1;
     }
-    self->last_sent_ms = s_now_ms ();
+    self->last_sent_ms = zclock_mono ();
     return 0;
 }
 
@@ -591,7 +582,7 @@ client_kgym_new_config (const client_kgym_config_t *cfg, char *err, size_t errle
         client_kgym_destroy (&self);
         return NULL;
     }
-    self->last_sent_ms = self->last_heard_ms = s_now_ms ();
+    self->last_sent_ms = self->last_heard_ms = zclock_mono ();
     self->backoff_ms = self->cfg.heartbeat_ms * self->cfg.liveness;
     self->next_socket_ms = self->last_heard_ms + self->backoff_ms;
     return self;
@@ -873,7 +864,7 @@ s_send_query (client_kgym_t *self, uint64_t ref, const char *data, size_t size,
     proto_msg_set_body (self->msg, &body);
     int rc = proto_msg_send (self->msg, self->sock);
     proto_msg_reset (self->msg, PROTO_HEARTBEAT);      //  drops the body
-    self->last_sent_ms = s_now_ms ();
+    self->last_sent_ms = zclock_mono ();
     if (rc) {
         s_send_error (self, errno, err, errlen);
         return -1;
@@ -1094,10 +1085,10 @@ static int
 s_recv (client_kgym_t *self, int timeout_ms, client_event_t *event)
 {
     memset (event, 0, sizeof (*event));
-    int64_t deadline = s_now_ms () + (timeout_ms > 0? timeout_ms: 0);
+    int64_t deadline = zclock_mono () + (timeout_ms > 0? timeout_ms: 0);
     int64_t heartbeat_ms = self->cfg.heartbeat_ms;
     while (true) {
-        int64_t now = s_now_ms ();
+        int64_t now = zclock_mono ();
         if (now - self->last_heard_ms > heartbeat_ms * self->cfg.liveness
         &&  now >= self->next_socket_ms) {
             //  Silent for too long: the connection may be dead without
@@ -1151,7 +1142,7 @@ s_recv (client_kgym_t *self, int timeout_ms, client_event_t *event)
             errno = EINTR;
             return -1;
         }
-        self->last_heard_ms = s_now_ms ();
+        self->last_heard_ms = zclock_mono ();
         self->heard = true;
         self->backoff_ms = heartbeat_ms * self->cfg.liveness;
         self->next_socket_ms = self->last_heard_ms + self->backoff_ms;
@@ -1195,7 +1186,7 @@ client_kgym_ask (client_kgym_t *self, json_t *query, int timeout_ms, char *err, 
     json_t *answer = NULL;
     bool done = false;
     uint64_t reconnects = self->reconnects;
-    int64_t deadline = s_now_ms () + (timeout_ms > 0? timeout_ms: 0);
+    int64_t deadline = zclock_mono () + (timeout_ms > 0? timeout_ms: 0);
     while (!done) {
         if (self->reconnects != reconnects) {
             //  Made again: the query or its answer may have gone with the
@@ -1205,7 +1196,7 @@ client_kgym_ask (client_kgym_t *self, json_t *query, int timeout_ms, char *err, 
             if (s_send_query (self, ref, data, size, why, sizeof (why)))
                 log_debug ("client", "query sent again: %s", why);
         }
-        int64_t left = deadline - s_now_ms ();
+        int64_t left = deadline - zclock_mono ();
         if (left <= 0) {
             snprintf (err, errlen, "no answer from the broker at %s within %d ms", self->endpoint,
                       timeout_ms);
@@ -1278,7 +1269,7 @@ client_kgym_duplicates (client_kgym_t *self)
 int64_t
 client_kgym_silence_ms (client_kgym_t *self)
 {
-    return s_now_ms () - self->last_heard_ms;
+    return zclock_mono () - self->last_heard_ms;
 }
 
 bool

@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
 
@@ -108,14 +107,6 @@ typedef struct {
     zhashx_t *groups;           //  group -> 1 sent, 2 summarised (in the pointer)
     size_t unsummarised;        //  groups sent without a summary yet
 } s_run_t;
-
-static int64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void
 s_usage (FILE *out)
@@ -645,7 +636,7 @@ s_progress (s_run_t *run, const s_source_t *source, bool force)
 {
     if (!run->tty)
         return;
-    int64_t now = s_now_ms ();
+    int64_t now = zclock_mono ();
     if (!force && now - run->progress_ms < SUBMIT_PROGRESS_MS)
         return;
     run->progress_ms = now;
@@ -848,7 +839,7 @@ s_refused_add (s_run_t *run, uint64_t ref)
         run->retry_ms = run->retry_ms? run->retry_ms * 2: SUBMIT_RETRY_MIN_MS;
         if (run->retry_ms > SUBMIT_RETRY_MAX_MS)
             run->retry_ms = SUBMIT_RETRY_MAX_MS;
-        run->retry_at_ms = s_now_ms () + run->retry_ms;
+        run->retry_at_ms = zclock_mono () + run->retry_ms;
     }
     return 0;
 }
@@ -1034,7 +1025,7 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
     int rc = 0;
     bool end = false;
     uint64_t next_ref = 1;
-    run->started_ms = s_now_ms ();
+    run->started_ms = zclock_mono ();
     int64_t deadline_ms = opts->deadline_s > 0?
                           run->started_ms + (int64_t) (opts->deadline_s * 1000): INT64_MAX;
     double silence_limit_s = opts->broker_timeout_s > SUBMIT_MIN_SILENCE_S?
@@ -1086,12 +1077,12 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
         }
         if (rc || run->inflight == 0)
             break;
-        if (s_now_ms () >= deadline_ms) {
+        if (zclock_mono () >= deadline_ms) {
             s_report_unfinished (run, source, opts, err, errlen);
             rc = -1;
             break;
         }
-        if (run->nrefused && s_now_ms () >= run->retry_at_ms) {
+        if (run->nrefused && zclock_mono () >= run->retry_at_ms) {
             //  The broker was busy: the jobs it refused go again (the library kept them).
             size_t n = run->nrefused;
             run->nrefused = 0;
@@ -1103,10 +1094,10 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
 
         client_event_t event;
         int64_t wait_ms = 200;
-        if (run->nrefused && run->retry_at_ms - s_now_ms () < wait_ms)
-            wait_ms = run->retry_at_ms - s_now_ms ();
-        if (deadline_ms - s_now_ms () < wait_ms)
-            wait_ms = deadline_ms - s_now_ms ();
+        if (run->nrefused && run->retry_at_ms - zclock_mono () < wait_ms)
+            wait_ms = run->retry_at_ms - zclock_mono ();
+        if (deadline_ms - zclock_mono () < wait_ms)
+            wait_ms = deadline_ms - zclock_mono ();
         if (client_kgym_recv (client, wait_ms > 0? (int) wait_ms: 0, &event)) {
             if (zsys_interrupted) {
                 snprintf (err, errlen, "interrupted");
@@ -1114,7 +1105,7 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
             }
             else
             if (!client_kgym_heard (client)
-            &&  s_now_ms () - run->started_ms > (int64_t) (opts->connect_timeout_s * 1000)) {
+            &&  zclock_mono () - run->started_ms > (int64_t) (opts->connect_timeout_s * 1000)) {
                 snprintf (err, errlen, "no reply from the broker at %s within %g s",
                           opts->conn.broker, opts->connect_timeout_s);
                 rc = -1;
@@ -1135,12 +1126,12 @@ s_run (s_run_t *run, s_source_t *source, const s_options_t *opts, char *err, siz
     }
     //  A group's summary comes right after its last result: wait for those
     //  of the groups sent, a little (never past the deadline).
-    int64_t until = s_now_ms () + SUBMIT_SUMMARY_WAIT_MS;
+    int64_t until = zclock_mono () + SUBMIT_SUMMARY_WAIT_MS;
     if (until > deadline_ms)
         until = deadline_ms;
-    while (rc == 0 && run->unsummarised && !zsys_interrupted && s_now_ms () < until) {
+    while (rc == 0 && run->unsummarised && !zsys_interrupted && zclock_mono () < until) {
         client_event_t event;
-        if (client_kgym_recv (client, (int) (until - s_now_ms ()), &event))
+        if (client_kgym_recv (client, (int) (until - zclock_mono ()), &event))
             continue;
         if (event.type == CLIENT_EVENT_SUMMARY)
             s_summary (run, event.group, event.summary);

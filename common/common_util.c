@@ -1,7 +1,11 @@
-/*  common_util - the two small things every module needs.  */
+/*  common_util - the small things every module needs.  */
 #include "common_util.h"
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 #include <time.h>
@@ -77,4 +81,32 @@ common_utf8_copy (char *out, size_t size, const char *text)
         }
     }
     out [used] = 0;
+}
+
+int
+common_bytes_parse (const char *text, uint64_t *bytes)
+{
+    //  Digits and one point only: no sign, blank, exponent, hex, "inf" or "nan".
+    size_t digits = text? strspn (text, "0123456789."): 0;
+    if (!digits || !isdigit ((unsigned char) text [0])
+    ||  memchr (text, '.', digits) != memrchr (text, '.', digits))
+        return -1;
+    char *end;
+    errno = 0;
+    double value = strtod (text, &end);
+    if (errno || end != text + digits)
+        return -1;
+    static const char units [] = "kmgt";
+    const char *unit = *end? strchr (units, tolower ((unsigned char) *end)): NULL;
+    if (unit) {
+        value *= pow (1024, (double) (unit - units + 1));
+        end++;
+        if (strcmp (end, "iB") == 0 || strcmp (end, "B") == 0)
+            end += strlen (end);
+    }
+    //  2^64 itself does not fit.
+    if (*end || !isfinite (value) || value < 1 || value >= 18446744073709551616.0)
+        return -1;
+    *bytes = (uint64_t) value;
+    return 0;
 }

@@ -1,5 +1,5 @@
-/*  common_util - the two small things every module needs: a clock and an
-    error setter.  */
+/*  common_util - the small things every module needs: a clock, an error
+    setter, UTF-8 copies and sizes in words.  */
 #ifndef COMMON_UTIL_H
 #define COMMON_UTIL_H
 
@@ -22,5 +22,11 @@ void common_utf8_copy (char *out, size_t size, const char *text);
 //  within left bytes: 1 to 4, or 0 when none starts there.
 size_t common_utf8_len (const unsigned char *p, size_t left);
 uint64_t common_now_ns (void);
+
+//  A size in bytes from text: a number (decimals allowed) with an optional
+//  binary unit K, M, G or T (either case, optionally followed by "iB" or
+//  "B"): "8G", "512MiB", "1.5g", "4096". 0, or -1 when the text is not such
+//  a size, is 0, or does not fit in 64 bits.
+int common_bytes_parse (const char *text, uint64_t *bytes);
 
 #endif

@@ -42,15 +42,7 @@ s_setup (void)
     ck_assert_ptr_nonnull (mkdtemp (s_cache_dir));
     char path [256];
     snprintf (path, sizeof path, "%s/modules.sqlite", s_cache_dir);
-    worker_eval_config_t cfg;
-    worker_eval_config_default (&cfg);
-    cfg.backend = "cpu";
-    cfg.cache_path = path;
-    cfg.worker_name = "test";
-    cfg.max_job_bytes = 2ull << 30;
-    char err [512] = "";
-    s_eval = worker_eval_new (&cfg, err, sizeof err);
-    ck_assert_msg (s_eval != NULL, "evaluator: %s", err);
+    s_eval = testutil_eval_new ("cpu", path, 2ull << 30);
 }
 
 static void
@@ -89,16 +81,9 @@ s_grade (const char *source, const char *workspace, double timeout)
 }
 
 static void
-s_expect (json_t *result, const char *status, const char *message_part)
+s_expect (json_t *result, const char *status, const char *part)
 {
-    const char *got = json_string_value (json_object_get (result, "status"));
-    const char *message = json_string_value (json_object_get (result, "message"));
-    char *text = json_dumps (result, JSON_COMPACT);
-    ck_assert_msg (got && strcmp (got, status) == 0, "expected status %s, got %.600s", status, text);
-    if (message_part)
-        ck_assert_msg (message && strstr (message, message_part), "expected '%s' in the message: %s",
-                       message_part, message);
-    free (text);
+    testutil_expect_status (result, status, part);
 }
 
 //  What a candidate needs to answer the supervisor's protocol itself: the

@@ -5,7 +5,8 @@
     and checks each verdict against the example's expected.json; hostile
     candidates included, after which the workers must still grade. Then
     floods the broker with malformed frames and checks each gets an ERROR
-    while valid jobs still pass through.
+    while valid jobs still pass through. Last, a worker started with
+    --max-job-memory and --python shows both reach its backends.
 */
 #include "testutil.h"
 #include "client_kgym.h"
@@ -28,8 +29,10 @@ static char s_client_ep [64], s_worker_ep [64];
 static char s_cache_dir [] = "/tmp/kgym-test-e2e-XXXXXX";
 
 
+//  Start kgym-broker and nworkers CPU kgym-workers, each with the options
+//  in extra (NULL-terminated, may be NULL).
 static void
-s_setup (void)
+s_start (int nworkers, const char *const *extra)
 {
     ck_assert_ptr_nonnull (mkdtemp (s_cache_dir));
     snprintf (s_client_ep, sizeof s_client_ep, "tcp://127.0.0.1:%d", testutil_free_port ());
@@ -41,13 +44,21 @@ s_setup (void)
     char *bargv[] = { broker, "--clients", s_client_ep, "--workers", s_worker_ep,
                       "--heartbeat", "300", NULL };
     s_pids [0] = testutil_spawn (bargv);
-    for (int i = 1; i <= 2; i++) {
+    for (int i = 1; i <= nworkers; i++) {
         char name [32];
         snprintf (name, sizeof name, "e2e-worker%d", i);
-        char *wargv[] = { worker, "--broker", s_worker_ep, "--backend", "cpu", "--cache", cache,
-                          "--name", name, "--heartbeat", "300", NULL };
+        char *wargv [24] = { worker, "--broker", s_worker_ep, "--backend", "cpu", "--cache", cache,
+                             "--name", name, "--heartbeat", "300", NULL };
+        for (size_t k = 0, at = 11; extra && extra [k] && at < 23; k++)
+            wargv [at++] = (char *) extra [k];
         s_pids [i] = testutil_spawn (wargv);
     }
+}
+
+static void
+s_setup (void)
+{
+    s_start (2, NULL);
 }
 
 static void
@@ -149,6 +160,18 @@ s_collect (client_kgym_t *client, s_case_t *cases, size_t n, size_t *accepted)
     }
 }
 
+//  Submit gelu_f32 with its naive (correct) candidate as ref.
+static void
+s_submit_gelu (client_kgym_t *client, uint64_t ref)
+{
+    json_t *task = testutil_load_json ("examples/cpu/gelu_f32/task.json");
+    json_t *candidate = testutil_load_json ("examples/cpu/gelu_f32/candidates/naive.json");
+    json_t *job = json_pack ("{s:o, s:o}", "task", task, "candidate", candidate);
+    char err [256];
+    ck_assert_msg (client_kgym_submit (client, ref, job, err, sizeof err) == 0, "submit: %s", err);
+    json_decref (job);
+}
+
 START_TEST (test_examples_graded_as_expected_through_broker_and_two_workers)
 {
     client_kgym_t *client = client_kgym_new (s_client_ep);
@@ -175,12 +198,7 @@ START_TEST (test_examples_graded_as_expected_through_broker_and_two_workers)
                    "both workers should have graded jobs (%d, %d)", workers_seen [0], workers_seen [1]);
     //  After every hostile candidate, the workers still grade.
     s_case_t after [1];
-    json_t *task = testutil_load_json ("examples/cpu/gelu_f32/task.json");
-    json_t *candidate = testutil_load_json ("examples/cpu/gelu_f32/candidates/naive.json");
-    json_t *job = json_pack ("{s:o, s:o}", "task", task, "candidate", candidate);
-    char err [256];
-    ck_assert_int_eq (client_kgym_submit (client, 1, job, err, sizeof err), 0);
-    json_decref (job);
+    s_submit_gelu (client, 1);
     strcpy (after [0].name, "gelu_f32/naive after the hostile ones");
     after [0].result = NULL;
     s_collect (client, after, 1, &accepted);
@@ -255,11 +273,7 @@ START_TEST (test_malformed_frames_get_errors_and_change_nothing)
     ck_assert_int_eq (client_kgym_submit_encoded (client, 7, "cpu", NULL, not_a_job, sizeof not_a_job,
                                                   err, sizeof err), 0);
     //  And a valid job afterwards still passes.
-    json_t *task = testutil_load_json ("examples/cpu/gelu_f32/task.json");
-    json_t *candidate = testutil_load_json ("examples/cpu/gelu_f32/candidates/naive.json");
-    json_t *job = json_pack ("{s:o, s:o}", "task", task, "candidate", candidate);
-    ck_assert_int_eq (client_kgym_submit (client, 8, job, err, sizeof err), 0);
-    json_decref (job);
+    s_submit_gelu (client, 8);
     int results = 0;
     while (results < 2) {
         client_event_t event;
@@ -278,6 +292,53 @@ START_TEST (test_malformed_frames_get_errors_and_change_nothing)
 }
 END_TEST
 
+//  kgym-worker --max-job-memory and --python reach the backends.
+static const char *const s_option_args [] = {
+    "--max-job-memory", "64K", "--python", "/nonexistent/kgym/python3", NULL
+};
+
+static void
+s_setup_options (void)
+{
+    s_start (1, s_option_args);
+}
+
+START_TEST (test_worker_options_reach_the_backends)
+{
+    client_kgym_t *client = client_kgym_new (s_client_ep);
+    ck_assert_ptr_nonnull (client);
+    //  gelu_f32's first size holds 2 MiB of tensors: over the worker's 64 KiB a job.
+    s_submit_gelu (client, 1);
+    //  A PyTorch-reference task: the python backend starts with the interpreter it was given.
+    json_t *job = json_pack ("{s:{s:s, s:s, s:{s:s, s:s}}, s:{s:s, s:s}}",
+                     "task", "name", "relu", "backend", "cpu", "reference", "lang", "python",
+                     "source", "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                               "        return torch.relu(x)\ndef get_inputs():\n    return [torch.randn(8)]\n"
+                               "def get_init_inputs():\n    return []\n",
+                     "candidate", "lang", "python", "source", "import torch\nclass ModelNew(torch.nn.Module):\n"
+                               "    def forward(self, x):\n        return torch.relu(x)\n");
+    char err [256];
+    ck_assert_msg (client_kgym_submit (client, 2, job, err, sizeof err) == 0, "submit: %s", err);
+    json_decref (job);
+    s_case_t cases [2] = { { .name = "gelu over --max-job-memory" }, { .name = "python with --python" } };
+    size_t accepted = 0;
+    s_collect (client, cases, 2, &accepted);
+    const char *status = json_string_value (json_object_get (cases [0].result, "status"));
+    const char *message = json_string_value (json_object_get (cases [0].result, "message"));
+    ck_assert_msg (status && strcmp (status, "invalid") == 0 && message
+                   && strstr (message, "this worker allows 6.1e-05 GiB per job (--max-job-memory)"),
+                   "%s: %s", status, message);
+    status = json_string_value (json_object_get (cases [1].result, "status"));
+    message = json_string_value (json_object_get (cases [1].result, "message"));
+    ck_assert_msg (status && strcmp (status, "internal_error") == 0 && message
+                   && strstr (message, "'/nonexistent/kgym/python3' is not one (--python PATH)"),
+                   "%s: %s", status, message);
+    for (size_t i = 0; i < 2; i++)
+        json_decref (cases [i].result);
+    client_kgym_destroy (&client);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -288,5 +349,10 @@ main (void)
     tcase_add_test (tc, test_examples_graded_as_expected_through_broker_and_two_workers);
     tcase_add_test (tc, test_malformed_frames_get_errors_and_change_nothing);
     suite_add_tcase (suite, tc);
+    TCase *options = tcase_create ("worker options");
+    tcase_add_checked_fixture (options, s_setup_options, s_teardown);
+    tcase_set_timeout (options, 300);
+    tcase_add_test (options, test_worker_options_reach_the_backends);
+    suite_add_tcase (suite, options);
     return testutil_run_suite (suite);
 }

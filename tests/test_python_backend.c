@@ -34,12 +34,7 @@ static const char *s_relu =
 static void
 s_setup (void)
 {
-    worker_eval_config_t cfg;
-    worker_eval_config_default (&cfg);
-    cfg.worker_name = "test";
-    char err [512] = "";
-    s_eval = worker_eval_new (&cfg, err, sizeof err);
-    ck_assert_msg (s_eval != NULL, "evaluator: %s", err);
+    s_eval = testutil_eval_new (NULL, NULL, 0);
 }
 
 static void
@@ -80,15 +75,7 @@ s_grade (const char *candidate)
 static void
 s_expect (json_t *result, const char *status, const char *part)
 {
-    const char *got = json_string_value (json_object_get (result, "status"));
-    const char *message = json_string_value (json_object_get (result, "message"));
-    char *text = json_dumps (result, JSON_COMPACT);
-    ck_assert_msg (got && strcmp (got, status) == 0, "expected %s, got %.900s", status, text);
-    if (part)
-        ck_assert_msg ((message && strstr (message, part))
-                       || strstr (json_string_value (json_object_get (result, "compile_log")), part),
-                       "expected '%s' in %.900s", part, text);
-    free (text);
+    testutil_expect_status (result, status, part);
 }
 
 #define HEAD "import torch\nimport torch.nn as nn\n"

@@ -31,14 +31,7 @@ s_setup (void)
     ck_assert_ptr_nonnull (mkdtemp (s_cache_dir));
     char path [256];
     snprintf (path, sizeof path, "%s/modules.sqlite", s_cache_dir);
-    worker_eval_config_t cfg;
-    worker_eval_config_default (&cfg);
-    cfg.backend = "cpu";
-    cfg.cache_path = path;
-    cfg.worker_name = "test";
-    char err [512] = "";
-    s_eval = worker_eval_new (&cfg, err, sizeof err);
-    ck_assert_msg (s_eval != NULL, "evaluator: %s", err);
+    s_eval = testutil_eval_new ("cpu", path, 0);
 }
 
 static void
@@ -72,10 +65,7 @@ s_grade (const char *source, const char *options_json, double timeout)
 static void
 s_expect (json_t *result, const char *status)
 {
-    const char *got = json_string_value (json_object_get (result, "status"));
-    char *text = json_dumps (result, JSON_COMPACT);
-    ck_assert_msg (got && strcmp (got, status) == 0, "expected status %s, got %s", status, text);
-    free (text);
+    testutil_expect_status (result, status, NULL);
 }
 
 START_TEST (test_correct_candidate_is_ok_and_timed)

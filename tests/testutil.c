@@ -222,3 +222,32 @@ testutil_json_line (const char *out, const char *key, const char *suffix)
     ck_assert_msg (found != NULL, "no line whose %s ends with %s in:\n%s", key, suffix, out);
     return found;
 }
+
+worker_eval_t *
+testutil_eval_new (const char *backend, const char *cache_path, uint64_t max_job_bytes)
+{
+    worker_eval_config_t cfg;
+    worker_eval_config_default (&cfg);
+    cfg.backend = backend;
+    cfg.cache_path = cache_path;
+    cfg.worker_name = "test";
+    cfg.max_job_bytes = max_job_bytes;
+    char err [512] = "";
+    worker_eval_t *eval = worker_eval_new (&cfg, err, sizeof err);
+    ck_assert_msg (eval != NULL, "evaluator for %s: %s", backend? backend: "any backend", err);
+    return eval;
+}
+
+void
+testutil_expect_status (json_t *result, const char *status, const char *part)
+{
+    const char *got = json_string_value (json_object_get (result, "status"));
+    const char *message = json_string_value (json_object_get (result, "message"));
+    const char *log = json_string_value (json_object_get (result, "compile_log"));
+    char *text = json_dumps (result, JSON_COMPACT);
+    ck_assert_msg (got && strcmp (got, status) == 0, "expected status %s, got %.900s", status, text);
+    if (part)
+        ck_assert_msg ((message && strstr (message, part)) || (log && strstr (log, part)),
+                       "expected '%s' in the message or compile log: %.900s", part, text);
+    free (text);
+}

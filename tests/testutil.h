@@ -1,7 +1,8 @@
 /*  testutil - helpers shared by the libcheck tests.
 
-    Paths into the source tree, loading example files, and starting a
-    broker plus CPU workers in-process on loopback for end-to-end tests.
+    Paths into the source tree, loading example files, starting a broker
+    plus CPU workers in-process on loopback for end-to-end tests, and an
+    evaluator with the check of its verdicts.
 */
 #ifndef TESTUTIL_H
 #define TESTUTIL_H
@@ -10,6 +11,7 @@
 #include <jansson.h>
 #include <sys/types.h>
 #include "broker_server.h"
+#include "worker_eval.h"
 
 //  Absolute path of a file in the source tree (static buffer per call site is
 //  not safe: returns malloc'd, caller frees).
@@ -70,5 +72,14 @@ int testutil_kgym (const char *dir, char **out, char **err, ...);
 //  The JSON line of out (JSON lines) whose string key ends with suffix
 //  (to release); fails the test when there is none.
 json_t *testutil_json_line (const char *out, const char *key, const char *suffix);
+
+//  An evaluator serving backend (NULL: any), named "test", its compile
+//  cache at cache_path (NULL: the default), max_job_bytes as
+//  worker_eval_config_t's (0: the backend's). Fails the test when it cannot be made.
+worker_eval_t *testutil_eval_new (const char *backend, const char *cache_path, uint64_t max_job_bytes);
+
+//  Fail the test unless result's status is status and, when part is given,
+//  its message or compile_log holds part. The whole result is said on failure.
+void testutil_expect_status (json_t *result, const char *status, const char *part);
 
 #endif

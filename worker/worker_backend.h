@@ -28,6 +28,7 @@
 #include "common_backend.h"
 #include "common_task.h"
 #include "worker_cache.h"
+#include "worker_grade.h"
 #include "worker_outcome.h"
 
 typedef struct worker_eval_config_t worker_eval_config_t;
@@ -44,6 +45,15 @@ typedef struct {
 
 //  Free the log and reset.
 void worker_compile_clear (worker_compile_t *compile);
+
+//  Fill compile (status, log, key, cache hit, seconds; not target) from
+//  what the backend's compiler reported: the log is the compiler's when it
+//  ran to its verdict, else the reason.
+void worker_compile_set (worker_compile_t *compile, const worker_grade_build_t *build);
+
+//  The memory one job may need, all its parts: cfg's max_job_bytes when
+//  set, else half the machine's memory shared by `share` jobs at once.
+uint64_t worker_backend_job_bytes (const worker_eval_config_t *cfg, uint32_t share);
 
 typedef struct {
     common_backend_info_t info;         //  name, targets, languages (what the task format accepts)

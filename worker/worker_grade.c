@@ -200,3 +200,56 @@ worker_grade_run_failed (worker_outcome_t *out, worker_grade_who_t who, worker_g
     worker_outcome_fail (out, how == GRADE_FAIL_TIMEOUT? STATUS_TIMEOUT: STATUS_RUNTIME_ERROR,
                          "%s", detail);
 }
+
+void
+worker_grade_first_error (const char *log, char *buf, size_t len)
+{
+    if (!log || !*log) {
+        snprintf (buf, len, "(no compiler output)");
+        return;
+    }
+    const char *line = strstr (log, "error");
+    if (line)
+        while (line > log && line [-1] != '\n')
+            line--;
+    else
+        line = log;
+    size_t n = strcspn (line, "\n");
+    snprintf (buf, len, "%.*s", (int) (n < 200? n: 200), line);
+}
+
+int
+worker_grade_compiled (worker_outcome_t *out, worker_grade_who_t who, const worker_grade_build_t *build)
+{
+    static const char *names [] = { "candidate", "reference", "baseline" };
+    out->compile_s += build->seconds;
+    out->cache_hit [who] = build->cache_hit;
+    if (who == GRADE_CANDIDATE) {
+        snprintf (out->cache_key, sizeof out->cache_key, "%s", build->key? build->key: "");
+        free (out->compile_log);
+        out->compile_log = build->log && *build->log? strdup (build->log): NULL;
+    }
+    if (build->how == GRADE_BUILD_OK)
+        return 0;
+    const char *detail = build->detail && *build->detail? build->detail: NULL;
+    char line [256];
+    worker_grade_first_error (build->log, line, sizeof line);
+    if (build->how == GRADE_BUILD_OURS)
+        worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "compiling the %s: %s", names [who],
+                             detail? detail: "the compiler could not be run");
+    else
+    if (build->how == GRADE_BUILD_REFUSED)
+        //  Whoever asked for it: an option or target kgym does not allow is no compile error.
+        worker_outcome_fail (out, STATUS_INVALID, "%s%s: %s", who == GRADE_CANDIDATE? "": "the task's ",
+                             names [who], detail? detail: "refused");
+    else
+    if (who != GRADE_CANDIDATE)
+        worker_outcome_fail (out, STATUS_INVALID, "the task's %s does not compile: %s", names [who],
+                             build->how == GRADE_BUILD_TIMEOUT? "timed out": line);
+    else
+    if (build->how == GRADE_BUILD_TIMEOUT)
+        worker_outcome_fail (out, STATUS_COMPILE_ERROR, "%s", detail? detail: "compile timed out");
+    else
+        worker_outcome_fail (out, STATUS_COMPILE_ERROR, "compile error: %s", line);
+    return -1;
+}

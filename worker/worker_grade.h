@@ -8,7 +8,8 @@
     is usable; timing statistics (median, mean, spread, CV, outliers) and
     the speedup with its confidence interval; and what a failed run means
     for the verdict (who is to blame: the candidate's crash or hang is its
-    own, never `internal_error`). A backend supplies runs and buffers; this
+    own, never `internal_error`), and likewise what a failed compile means.
+    A backend supplies compiles, runs and buffers; this
     file decides. The reward (common_reward) and the feedback text
     (worker_feedback) are the two other parts of the core.
 */
@@ -90,5 +91,38 @@ typedef enum {
 //  the one-line reason.
 void worker_grade_run_failed (worker_outcome_t *out, worker_grade_who_t who,
                               worker_grade_fail_t how, const char *detail);
+
+//  How a program's compile ended.
+typedef enum {
+    GRADE_BUILD_OK = 0,         //  compiled
+    GRADE_BUILD_ERROR,          //  the compiler refused the source (its log says why)
+    GRADE_BUILD_TIMEOUT,        //  ran past the job's compile budget
+    GRADE_BUILD_REFUSED,        //  not compiled: it asks what is not allowed (an option, a target)
+    GRADE_BUILD_OURS            //  kgym could not run the compiler: proven ours
+} worker_grade_build_how_t;
+
+//  One compile, as a backend's compiler reported it.
+typedef struct {
+    worker_grade_build_how_t how;   //  how it ended
+    const char *log;            //  the compiler's messages, may be NULL
+    const char *key;            //  compile cache key (hex), may be NULL
+    bool cache_hit;             //  served from the compile cache
+    double seconds;             //  wall time of the compile
+    const char *detail;         //  TIMEOUT, REFUSED, OURS: the one-line reason, may be NULL
+} worker_grade_build_t;
+
+//  Record one compile of who's program in out (its time, its cache hit;
+//  for the candidate also its cache key and its log, the result's
+//  compile_log) and, when it failed, set the verdict: the candidate's
+//  compile error or overrun is compile_error (the message quotes the log's
+//  first error line), its refused request invalid; a failure of the task's
+//  own programs makes the job invalid; GRADE_BUILD_OURS is internal_error.
+//  0 when it compiled, else -1.
+int worker_grade_compiled (worker_outcome_t *out, worker_grade_who_t who,
+                           const worker_grade_build_t *build);
+
+//  The first line of a compiler's log that says "error" (else its first
+//  line), at most 200 bytes, into buf; "(no compiler output)" when empty.
+void worker_grade_first_error (const char *log, char *buf, size_t len);
 
 #endif

@@ -17,6 +17,7 @@
 #include "worker_server.h"
 #include "worker_registry.h"
 #include "common_log.h"
+#include "common_util.h"
 #include "common_metrics_http.h"
 #include "kgym_config.h"
 #include <getopt.h>
@@ -30,6 +31,16 @@
 
 static int s_signal_pipe [2] = { -1, -1 };     //  written by the handler, read by the actor
 
+//  "a, b, c" from a backend's NULL-terminated names.
+static void
+s_names (const char *const *names, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf [0] = 0;
+    for (size_t n = 0; n < COMMON_BACKEND_MAX_NAMES && names [n] && used < len; n++)
+        used += (size_t) snprintf (buf + used, len - used, "%s%s", n? ", ": "", names [n]);
+}
+
 static void
 s_usage (FILE *out)
 {
@@ -39,11 +50,13 @@ s_usage (FILE *out)
         "usage: kgym-worker --broker EP --backend TARGET [--device N] [options]\n"
         "  --broker EP          the broker's worker endpoint (tcp://host:port)\n"
         "  --backend TARGET     what to grade: %s\n", targets);
+    //  A row a backend: the targets it serves, its languages, what it grades.
     const worker_backend_t *const *all = worker_registry_all ();
     for (size_t i = 0; all [i]; i++) {
-        char langs [128];
-        fprintf (out, "                         %s: %s (%s)\n", all [i]->info.targets [0],
-                 all [i]->summary, common_backend_list (all [i]->info.targets [0], true, langs, sizeof langs));
+        char targets [128], langs [128];
+        s_names (all [i]->info.targets, targets, sizeof targets);
+        s_names (all [i]->info.langs, langs, sizeof langs);
+        fprintf (out, "                         %s (%s): %s\n", targets, langs, all [i]->summary);
     }
     fprintf (out,
         "  --device N           device ordinal of a GPU backend (default 0)\n"
@@ -57,6 +70,10 @@ s_usage (FILE *out)
         "  --curve-secret FILE  own secret certificate (kgym keygen): CURVE to the broker\n"
         "  --broker-key FILE    the broker's public certificate (with --curve-secret)\n"
         "  --fresh-runner       CUDA: a fresh runner process per job\n"
+        "  --python PATH        the python backend's interpreter, with torch (default $KGYM_PYTHON,\n"
+        "                       else /usr/bin/python3)\n"
+        "  --max-job-memory SIZE  memory one job may need, all its parts (8G, 512M; default: half\n"
+        "                       the machine's, cpu shared by its slots); a job over it is invalid\n"
         "  --metrics HOST:PORT  serve /metrics, /healthz, /readyz there (docs/metrics.md)\n"
         "  --log-format F       text, json or journal (default text, or $KGYM_LOG_FORMAT)\n"
         "  -v, --verbose        debug logging\n"
@@ -141,6 +158,7 @@ main (int argc, char **argv)
         { "liveness", required_argument, 0, 'l' },
         { "curve-secret", required_argument, 0, 'S' }, { "broker-key", required_argument, 0, 'K' },
         { "fresh-runner", no_argument, 0, 'f' }, { "verbose", no_argument, 0, 'v' },
+        { "python", required_argument, 0, 'y' }, { "max-job-memory", required_argument, 0, 'M' },
         { "metrics", required_argument, 0, 'm' }, { "log-format", required_argument, 0, 'L' },
         { "help", no_argument, 0, 'h' }, { "version", no_argument, 0, 'V' }, { 0, 0, 0, 0 }
     };
@@ -165,6 +183,20 @@ main (int argc, char **argv)
             case 'S': cfg.curve_secret = optarg; break;
             case 'K': cfg.broker_key = optarg; break;
             case 'f': cfg.fresh_runner = true; break;
+            case 'y':
+                if (optarg [0] != '/') {
+                    fprintf (stderr, "kgym-worker: --python wants an absolute path, not '%s'\n", optarg);
+                    return 2;
+                }
+                cfg.python = optarg;
+                break;
+            case 'M':
+                if (common_bytes_parse (optarg, &cfg.max_job_bytes)) {
+                    fprintf (stderr, "kgym-worker: --max-job-memory wants a size such as 8G or 512M, "
+                             "not '%s'\n", optarg);
+                    return 2;
+                }
+                break;
             case 'm': metrics_address = optarg; break;
             case 'L': {
                 common_log_format_t format;

@@ -1,6 +1,6 @@
 /*  worker_outcome - what a backend found about one candidate.
 
-    Both backends (cpu_backend, cuda_backend) fill this neutral record;
+    Every backend (worker_backend.h) fills this neutral record;
     worker_eval turns it, with the job's reward parameters, into the result
     object. Keeps the backends free of JSON layout and reward policy.
 */

@@ -2,12 +2,13 @@
 
     Adding a backend: a folder worker/NAME with its meson.build (adding its
     sources to the worker library and defining its runners), a constant
-    `const worker_backend_t NAME_backend` in it, and one line below.
+    `const worker_backend_t NAME_backend` in it, and one line below
+    (docs/architecture.md, "How to add a backend"). The tests build this
+    file a second time with KGYM_TEST_BACKENDS, adding tests/echo's.
 */
 #include "worker_registry.h"
 #include "kgym_config.h"
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
 extern const worker_backend_t cpu_backend;
@@ -82,11 +83,4 @@ worker_registry_targets (char *buf, size_t len)
 {
     worker_registry_all ();
     return common_backend_list (NULL, false, buf, len);
-}
-
-void
-worker_compile_clear (worker_compile_t *compile)
-{
-    free (compile->log);
-    memset (compile, 0, sizeof *compile);
 }

@@ -45,6 +45,8 @@ struct worker_server_t {
     char *endpoint;                 //  broker endpoint
     char *curve_secret;             //  own certificate file, or NULL
     char *broker_key;               //  broker's certificate file, or NULL
+    char *python;                   //  the python backend's interpreter, or NULL (its backend
+                                    //  starts on its first job, so the path must last)
     worker_eval_t *eval;            //  the evaluator, shared by job threads
     zsock_t *broker;                //  DEALER to the broker
     zsock_t *control;               //  PULL for worker_server_set_state from other threads
@@ -284,6 +286,9 @@ worker_server_new (const worker_config_t *cfg, char *err, size_t errlen)
     ecfg.cache_path = cfg->cache_path;
     ecfg.worker_name = self->name;
     ecfg.fresh_runner = cfg->fresh_runner;
+    self->python = cfg->python? strdup (cfg->python): NULL;
+    self->cfg.python = ecfg.python = self->python;
+    ecfg.max_job_bytes = cfg->max_job_bytes;
     ecfg.on_quarantine = s_quarantine;
     ecfg.on_quarantine_arg = self;
     self->eval = worker_eval_new (&ecfg, err, errlen);
@@ -335,6 +340,7 @@ worker_server_destroy (worker_server_t **self_p)
     free (self->endpoint);
     free (self->curve_secret);
     free (self->broker_key);
+    free (self->python);
     free (self);
     *self_p = NULL;
 }

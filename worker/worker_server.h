@@ -50,6 +50,10 @@ typedef struct {
     uint32_t heartbeat_ms;          //  default 1000
     uint32_t liveness;              //  missed heartbeats before reconnecting (default 3)
     bool fresh_runner;              //  CUDA: a fresh runner per job
+    const char *python;             //  the python backend's interpreter (NULL: $KGYM_PYTHON, else
+                                    //  /usr/bin/python3)
+    uint64_t max_job_bytes;         //  memory one job may need, all its parts (0: the backend's
+                                    //  default from the machine); over it a job is invalid
     const char *curve_secret;       //  own secret certificate: CURVE to the broker
     const char *broker_key;         //  the broker's public certificate (with curve_secret)
     common_metrics_worker_t *metrics;   //  figures to move (borrowed; NULL: none, the default)

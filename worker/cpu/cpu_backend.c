@@ -83,8 +83,9 @@ s_read_cpu_model (char *buf, size_t len)
     fclose (file);
 }
 
-static cpu_backend_t *
-s_new (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, size_t errlen)
+//  The table's create: find the runner, learn the CPU.
+static void *
+s_create (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, size_t errlen)
 {
     if (!sandbox_runner_path ()) {
         snprintf (err, errlen, "kgym-runner not found (set KGYM_RUNNER)");
@@ -100,15 +101,13 @@ s_new (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, size_t
     pthread_mutex_init (&self->lock, NULL);
     pthread_rwlock_init (&self->calm, NULL);
     //  Default per-job memory: half the machine, shared by the slots.
-    long pages = sysconf (_SC_PHYS_PAGES), page = sysconf (_SC_PAGESIZE);
-    uint64_t ram = pages > 0 && page > 0? (uint64_t) pages * (uint64_t) page: 8ull << 30;
-    self->max_job_bytes = cfg->max_job_bytes? cfg->max_job_bytes: ram / 2 / s_default_slots (cfg);
+    self->max_job_bytes = worker_backend_job_bytes (cfg, s_default_slots (cfg));
     s_read_cpu_model (self->device, sizeof self->device);
     return self;
 }
 
 static void
-s_destroy (cpu_backend_t **self_p)
+s_destroy (void **self_p)
 {
     cpu_backend_t *self = *self_p;
     if (!self)
@@ -153,9 +152,9 @@ s_slot_release (cpu_backend_t *self, int slot)
 }
 
 static const char *
-s_device (cpu_backend_t *self)
+s_device (void *self)
 {
-    return self->device;
+    return ((cpu_backend_t *) self)->device;
 }
 
 static void
@@ -167,6 +166,13 @@ s_job_free (cpu_backend_job_t *job)
         if (job->so_fd [i] >= 0)
             close (job->so_fd [i]);
     free (job);
+}
+
+static void
+s_job_destroy (void **job_p)
+{
+    s_job_free (*job_p);
+    *job_p = NULL;
 }
 
 //  Shared object bytes into an anonymous file the runner can dlopen.
@@ -190,87 +196,68 @@ s_memfd_from (const uint8_t *data, size_t size)
     return fd;
 }
 
-//  The first error line of a compiler log (else its first line), for one-line messages.
+//  Compile one program with the system compiler (cpu_cc), the options
+//  checked first; build says how it ended (its strings point into res and
+//  err, which the caller frees or keeps).
 static void
-s_first_error (const char *log, char *buf, size_t len)
+s_build (worker_cache_t *cache, const common_program_t *program, double timeout_s,
+         cpu_cc_result_t *res, worker_grade_build_t *build, char *err, size_t errlen)
 {
-    if (!log || !*log) {
-        snprintf (buf, len, "(no compiler output)");
+    memset (res, 0, sizeof *res);
+    memset (build, 0, sizeof *build);
+    build->detail = err;
+    if (cpu_cc_check_options (program->options, program->noptions, err, errlen)) {
+        build->how = GRADE_BUILD_REFUSED;
         return;
     }
-    const char *line = strstr (log, "error");
-    if (line)
-        while (line > log && line [-1] != '\n')
-            line--;
-    else
-        line = log;
-    size_t n = strcspn (line, "\n");
-    snprintf (buf, len, "%.*s", (int) (n < 200? n: 200), line);
+    sandbox_config_t sandbox;
+    sandbox_config_default (&sandbox);
+    int rc = cpu_cc_compile (cache, &sandbox, program->source, program->options, program->noptions,
+                             timeout_s, res, err, errlen);
+    build->how = rc == 0? GRADE_BUILD_OK: rc == 1? GRADE_BUILD_ERROR: rc == 2? GRADE_BUILD_TIMEOUT
+               : GRADE_BUILD_OURS;
+    if (rc == 2 && !*err)
+        snprintf (err, errlen, "compile timed out after %.3g s", timeout_s);
+    build->log = res->log;
+    build->key = res->key;
+    build->cache_hit = res->cache_hit;
+    build->seconds = res->seconds;
 }
 
-//  Compile one program. Returns 0 or -1 with out set (status depends on which).
+//  Compile one program. Returns 0 or -1 with out set (the grading core
+//  decides the verdict by whose program failed).
 static int
 s_compile (cpu_backend_t *self, cpu_backend_job_t *job, int which, const common_program_t *program,
            worker_outcome_t *out)
 {
     const char *what = s_prog_names [which];
-    char err [512] = "";
     if (program->lang && strcmp (program->lang, "c") != 0) {
         worker_outcome_fail (out, STATUS_INVALID, "%s: lang '%s' is not served by the cpu backend",
                              what, program->lang);
         return -1;
     }
-    if (cpu_cc_check_options (program->options, program->noptions, err, sizeof err)) {
-        worker_outcome_fail (out, STATUS_INVALID, "%s: %s", what, err);
-        return -1;
-    }
-    sandbox_config_t sandbox;
-    sandbox_config_default (&sandbox);
+    char err [512] = "";
     cpu_cc_result_t result;
-    memset (&result, 0, sizeof result);
-    int rc = cpu_cc_compile (self->cache, &sandbox, program->source, program->options,
-                                program->noptions, job->job->eval.compile_timeout_s,
-                                &result, err, sizeof err);
-    out->compile_s += result.seconds;
-    out->cache_hit [which] = result.cache_hit;
-    if (which == PROG_CANDIDATE) {
-        memcpy (out->cache_key, result.key, sizeof out->cache_key);
-        out->cache_key [sizeof out->cache_key - 1] = 0;
-        free (out->compile_log);
-        out->compile_log = result.log? strdup (result.log): NULL;
-    }
+    worker_grade_build_t build;
+    s_build (self->cache, program, job->job->eval.compile_timeout_s, &result, &build, err, sizeof err);
+    //  s_prog_names follow worker_grade_who_t: candidate, reference, baseline.
+    int rc = worker_grade_compiled (out, (worker_grade_who_t) which, &build);
     if (rc == 0) {
         job->so_fd [which] = s_memfd_from (result.so, result.so_size);
-        cpu_cc_result_free (&result);
         if (job->so_fd [which] < 0) {
             worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "cannot hold the %s module: %s",
                                  what, strerror (errno));
-            return -1;
+            rc = -1;
         }
-        return 0;
     }
-    char line [256];
-    s_first_error (result.log, line, sizeof line);
-    if (rc < 0)
-        worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "compiling the %s: %s", what, err);
-    else
-    if (which == PROG_CANDIDATE && rc == 2)
-        worker_outcome_fail (out, STATUS_COMPILE_ERROR, "compile timed out after %.3g s",
-                             job->job->eval.compile_timeout_s);
-    else
-    if (which == PROG_CANDIDATE)
-        worker_outcome_fail (out, STATUS_COMPILE_ERROR, "compile error: %s", line);
-    else
-        worker_outcome_fail (out, STATUS_INVALID, "the task's %s does not compile: %s", what,
-                             rc == 2? "timed out": line);
     cpu_cc_result_free (&result);
-    return -1;
+    return rc;
 }
 
-static cpu_backend_job_t *
-s_prepare (cpu_backend_t *self, const common_job_t *job, uint64_t seed,
-                    worker_outcome_t *out)
+static void *
+s_prepare (void *state, const common_job_t *job, uint64_t seed, worker_outcome_t *out)
 {
+    cpu_backend_t *self = state;
     cpu_backend_job_t *cjob = calloc (1, sizeof *cjob);
     if (!cjob) {
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "out of memory");
@@ -940,8 +927,9 @@ done:
 //  caused is confirmed once more with this worker calm: no other job of it
 //  runs meanwhile (other processes on the host are not ours to stop).
 static void
-s_execute (cpu_backend_t *self, cpu_backend_job_t **job_p, worker_outcome_t *out)
+s_execute (void *state, void **job_p, worker_outcome_t *out)
 {
+    cpu_backend_t *self = state;
     cpu_backend_job_t *cjob = *job_p;
     *job_p = NULL;
     double start = common_now_s ();
@@ -991,49 +979,8 @@ s_default_slots (const worker_eval_config_t *cfg)
     return (uint32_t) (slots > MAX_SLOTS? MAX_SLOTS: slots);
 }
 
-static void *
-s_create (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, size_t errlen)
-{
-    return s_new (cfg, cache, err, errlen);
-}
-
-static void
-s_destroy_op (void **self_p)
-{
-    cpu_backend_t *self = *self_p;
-    s_destroy (&self);
-    *self_p = NULL;
-}
-
-static void *
-s_prepare_op (void *self, const common_job_t *job, uint64_t seed, worker_outcome_t *out)
-{
-    return s_prepare (self, job, seed, out);
-}
-
-static void
-s_execute_op (void *self, void **job_p, worker_outcome_t *out)
-{
-    cpu_backend_job_t *job = *job_p;
-    *job_p = NULL;
-    s_execute (self, &job, out);
-}
-
-static void
-s_job_destroy_op (void **job_p)
-{
-    s_job_free (*job_p);
-    *job_p = NULL;
-}
-
 static const char *
-s_device_op (void *self)
-{
-    return s_device (self);
-}
-
-static const char *
-s_caps_op (void *self)
+s_caps (void *self)
 {
     (void) self;
     return sandbox_host_caps ();
@@ -1046,30 +993,10 @@ s_compile_op (worker_cache_t *cache, const common_program_t *program, const char
     (void) target;
     memset (result, 0, sizeof *result);
     char err [512] = "";
-    if (cpu_cc_check_options (program->options, program->noptions, err, sizeof err)) {
-        result->status = STATUS_INVALID;
-        result->log = strdup (err);
-        return 0;
-    }
-    sandbox_config_t sandbox;
-    sandbox_config_default (&sandbox);
     cpu_cc_result_t res;
-    memset (&res, 0, sizeof res);
-    int rc = cpu_cc_compile (cache, &sandbox, program->source, program->options, program->noptions,
-                             timeout_s, &res, err, sizeof err);
-    result->status = rc == 0? STATUS_OK: rc == 1 || rc == 2? STATUS_COMPILE_ERROR: STATUS_INTERNAL_ERROR;
-    if (rc == 0 || rc == 1)
-        result->log = res.log? strdup (res.log): NULL;
-    else
-    if (rc == 2 && !*err) {
-        if (asprintf (&result->log, "compile timed out after %g s", timeout_s) < 0)
-            result->log = NULL;
-    }
-    else
-        result->log = strdup (err);
-    snprintf (result->key, sizeof result->key, "%s", res.key);
-    result->cache_hit = res.cache_hit;
-    result->seconds = res.seconds;
+    worker_grade_build_t build;
+    s_build (cache, program, timeout_s, &res, &build, err, sizeof err);
+    worker_compile_set (result, &build);
     cpu_cc_result_free (&res);
     return 0;
 }
@@ -1080,13 +1007,13 @@ const worker_backend_t cpu_backend = {
     .device_ordinal = false,
     .default_slots = s_default_slots,
     .create = s_create,
-    .destroy = s_destroy_op,
-    .prepare = s_prepare_op,
-    .execute = s_execute_op,
-    .job_destroy = s_job_destroy_op,
-    .device = s_device_op,
+    .destroy = s_destroy,
+    .prepare = s_prepare,
+    .execute = s_execute,
+    .job_destroy = s_job_destroy,
+    .device = s_device,
     .device_uuid = NULL,
-    .caps = s_caps_op,
+    .caps = s_caps,
     .quarantined = NULL,
     .probe = NULL,
     .compile = s_compile_op,

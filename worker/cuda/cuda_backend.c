@@ -386,6 +386,21 @@ cuda_backend_job_destroy (cuda_backend_job_t **job_p)
     *job_p = NULL;
 }
 
+//  One NVRTC compile as the grading core sees it (strings point into res and why).
+static void
+s_build (int rc, const cuda_nvrtc_result_t *res, const char *why, worker_grade_build_t *build)
+{
+    memset (build, 0, sizeof *build);
+    build->how = rc == NVRTC_OK? GRADE_BUILD_OK: rc == NVRTC_COMPILE_ERROR? GRADE_BUILD_ERROR
+               : rc == NVRTC_TIMEOUT? GRADE_BUILD_TIMEOUT: rc == NVRTC_INVALID? GRADE_BUILD_REFUSED
+               : GRADE_BUILD_OURS;
+    build->log = res->log;
+    build->key = res->key;
+    build->cache_hit = res->cache_hit;
+    build->seconds = res->seconds;
+    build->detail = why;
+}
+
 cuda_backend_job_t *
 cuda_backend_prepare (cuda_backend_t *self, const common_job_t *job, uint64_t seed, worker_outcome_t *out)
 {
@@ -420,7 +435,6 @@ cuda_backend_prepare (cuda_backend_t *self, const common_job_t *job, uint64_t se
 
     const common_program_t *progs [CUDA_PLAN_PROGS] = { job->candidate, &job->task->reference, job->task->baseline };
     static const char *names [CUDA_PLAN_PROGS] = { "candidate.cu", "reference.cu", "baseline.cu" };
-    static const char *whos [CUDA_PLAN_PROGS] = { "candidate", "reference", "baseline" };
     for (int p = 0; p < CUDA_PLAN_PROGS; p++) {
         const common_program_t *prog = progs [p];
         if (!prog)
@@ -429,30 +443,12 @@ cuda_backend_prepare (cuda_backend_t *self, const common_job_t *job, uint64_t se
         int rc = cuda_nvrtc_compile (self->cache, prog->lang, names [p], prog->source,
                                        prog->options, prog->noptions, self->arch,
                                        job->eval.compile_timeout_s, res, why, sizeof why);
-        out->compile_s += res->seconds;
-        out->cache_hit [p] = res->cache_hit;
         snprintf (prep->plan->keys [p], sizeof prep->plan->keys [p], "%s", res->key);
-        if (p == PLAN_CANDIDATE) {
-            snprintf (out->cache_key, sizeof out->cache_key, "%s", res->key);
-            if (res->log && *res->log) {
-                free (out->compile_log);
-                out->compile_log = strdup (res->log);
-            }
-        }
-        if (rc == NVRTC_OK)
+        worker_grade_build_t build;
+        s_build (rc, res, why, &build);
+        //  The plan's programs follow worker_grade_who_t: candidate, reference, baseline.
+        if (worker_grade_compiled (out, (worker_grade_who_t) p, &build) == 0)
             continue;
-        if (rc == NVRTC_INTERNAL)
-            worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "%s: %s", whos [p], why);
-        else if (p != PLAN_CANDIDATE)
-            worker_outcome_fail (out, STATUS_INVALID, "the task's %s does not compile: %s%.300s",
-                                 whos [p], rc == NVRTC_COMPILE_ERROR? "": why,
-                                 rc == NVRTC_COMPILE_ERROR && res->log? res->log: "");
-        else if (rc == NVRTC_INVALID)
-            worker_outcome_fail (out, STATUS_INVALID, "%s", why);
-        else if (rc == NVRTC_TIMEOUT)
-            worker_outcome_fail (out, STATUS_COMPILE_ERROR, "%s", why);
-        else
-            worker_outcome_fail (out, STATUS_COMPILE_ERROR, "the candidate does not compile");
         goto fail;
     }
     //  The runner holds the candidate to its budget of GPU time; this wall
@@ -844,13 +840,9 @@ s_compile_op (worker_cache_t *cache, const common_program_t *program, const char
     int rc = cuda_nvrtc_compile (cache, program->lang, "candidate.cu", program->source,
                                  program->options, program->noptions, arch, timeout_s, &res,
                                  err, sizeof err);
-    result->status = rc == NVRTC_OK? STATUS_OK: rc == NVRTC_COMPILE_ERROR || rc == NVRTC_TIMEOUT
-                   ? STATUS_COMPILE_ERROR: rc == NVRTC_INVALID? STATUS_INVALID: STATUS_INTERNAL_ERROR;
-    const char *log = rc == NVRTC_OK || rc == NVRTC_COMPILE_ERROR? res.log: err;
-    result->log = log? strdup (log): NULL;
-    snprintf (result->key, sizeof result->key, "%s", res.key);
-    result->cache_hit = res.cache_hit;
-    result->seconds = res.seconds;
+    worker_grade_build_t build;
+    s_build (rc, &res, err, &build);
+    worker_compile_set (result, &build);
     cuda_nvrtc_result_free (&res);
     return 0;
 }

@@ -1073,9 +1073,7 @@ s_create (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, siz
         common_seterr (err, errlen, "kgym_pyrunner.py not found (set KGYM_PYRUNNER)");
         goto fail;
     }
-    long pages = sysconf (_SC_PHYS_PAGES), page = sysconf (_SC_PAGESIZE);
-    uint64_t ram = pages > 0 && page > 0? (uint64_t) pages * (uint64_t) page: 8ull << 30;
-    self->max_job_bytes = cfg->max_job_bytes? cfg->max_job_bytes: ram / 2;
+    self->max_job_bytes = worker_backend_job_bytes (cfg, 1);
     snprintf (self->device, sizeof self->device, "%s (python %s)",
               cfg->backend && strcmp (cfg->backend, "cpu") != 0? "GPU": "cpu", self->python);
     snprintf (self->caps, sizeof self->caps, "%s", sandbox_host_caps ());
