@@ -17,6 +17,10 @@ kernels.
 
     examples/grpo_loop.py --local                     # starts a broker + CPU workers
     examples/grpo_loop.py --broker tcp://host:5555    # uses a running broker ($KGYM_BROKER)
+    examples/grpo_loop.py --local --pool cuda --python /opt/torch/.venv/bin/python3
+                                                      # the PyTorch pool (examples/pytorch)
+                                                      # on a GPU worker: answers are ```python
+                                                      # blocks defining ModelNew
 
 --local takes kgym-broker and kgym-worker from --build-dir (default
 $KGYM_BUILD_DIR, else build/).
@@ -39,6 +43,8 @@ from kgym.local import LocalCluster             # noqa: E402
 
 def as_completion(candidate, lang):
     """A bundled candidate object rendered the way a model would answer."""
+    if candidate.get("lang") == "python":
+        return "Here is my ModelNew.\n\n```python\n%s\n```\n" % candidate["source"].rstrip("\n")
     plan = {k: v for k, v in candidate.items() if k not in ("source", "name", "lang")}
     return ("Here is my kernel.\n\n```%s\n%s\n```\n\nLaunch plan:\n\n```json\n%s\n```\n"
             % (lang, candidate["source"].rstrip("\n"), json.dumps(plan)))
@@ -52,6 +58,36 @@ def group_advantages(rewards, eps=1e-6):
     mean = sum(valid) / len(valid)
     std = math.sqrt(sum((r - mean) ** 2 for r in valid) / len(valid))
     return [None if r is None else (r - mean) / (std + eps) for r in rewards], std
+
+
+def pool_tasks(target, names):
+    """The PyTorch pool's tasks for target (examples/pytorch/<task>/task.<target>.json):
+    {name: (task object, {candidate: candidate object})}, every candidate its
+    expected.json grades on target but the ones that hang (a policy that learns
+    to hang is learning nothing but waiting)."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pytorch")
+    out = {}
+    for name in sorted(os.listdir(root)):
+        if names and name not in names:
+            continue
+        path = os.path.join(root, name, "task.%s.json" % target)
+        if not os.path.isfile(path):
+            continue
+        with open(path) as f:
+            task = json.load(f)
+        with open(os.path.join(root, name, "expected.json")) as f:
+            expected = json.load(f).get(target, {})
+        cands = {}
+        for cand, status in expected.items():
+            if cand in ("eval", "fast", "slow") or status == "timeout":
+                continue
+            cpath = os.path.join(root, name, "candidates", cand + ".json")
+            if os.path.isfile(cpath):
+                with open(cpath) as f:
+                    cands[cand] = json.load(f)
+        if cands:
+            out[name] = (task, cands)
+    return out
 
 
 def softmax_sample(rng, logits, k):
@@ -81,18 +117,29 @@ def main(argv=None):
     ap.add_argument("--timed", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="one JSON object per step on stdout")
+    ap.add_argument("--pool", metavar="TARGET", help="the PyTorch pool (examples/pytorch) on "
+                    "TARGET (cpu or cuda) instead of the C examples")
+    ap.add_argument("--python", help="--local --pool: the interpreter with torch the worker uses")
     ap.add_argument("--show-prompt", action="store_true", help="print the first task's prompt "
                     "(what a model would be shown) before the first step")
     args = ap.parse_args(argv)
     if not args.local and not args.broker:
         ap.error("say where the broker is: --broker tcp://host:5555 (or $KGYM_BROKER), or --local")
 
-    tasks = [t for t in args.tasks.split(",") if t] or kgym.list_examples("cpu")
+    wanted = [t for t in args.tasks.split(",") if t]
+    task_objects = {}
+    if args.pool:
+        found = pool_tasks(args.pool, wanted)
+        tasks = list(found)
+        task_objects = {t: found[t][0] for t in tasks}
+        pools = {t: found[t][1] for t in tasks}
+    else:
+        tasks = wanted or kgym.list_examples("cpu")
+        pools = {t: kgym.example_candidates(t) for t in tasks}
     if not tasks:
         ap.error("no tasks (are the bundled examples there?)")
-    pools = {t: kgym.example_candidates(t) for t in tasks}
     # What a model would be shown per task, and the fence its answer must use.
-    prompts = {t: kgym.prompt(t, format="json", gpu=None) for t in tasks}
+    prompts = {t: kgym.prompt(task_objects.get(t, t), format="json", gpu=None) for t in tasks}
     lang = {t: prompts[t]["answer"] for t in tasks}
     if args.show_prompt:
         print(kgym.prompt(tasks[0], gpu=None), file=sys.stderr if args.json else sys.stdout)
@@ -102,7 +149,10 @@ def main(argv=None):
     cluster = None
     if args.local:
         try:
-            cluster = LocalCluster(workers=args.workers, build_dir=args.build_dir).start()
+            worker_args = ["--python", args.python] if args.python else []
+            cluster = LocalCluster(workers=args.workers, build_dir=args.build_dir,
+                                   backend=args.pool or "cpu", worker_args=worker_args,
+                                   start_timeout_s=120.0).start()
         except (FileNotFoundError, RuntimeError) as exc:
             ap.error(str(exc))
         endpoint = cluster.endpoint
@@ -129,7 +179,7 @@ def main(argv=None):
                     messages = [{"role": "system", "content": prompts[t]["system"]},
                                 {"role": "user", "content": prompts[t]["user"]},
                                 {"role": "assistant", "content": as_completion(pools[t][name], lang[t])}]
-                    items.append({"task": t, "candidate": messages,
+                    items.append({"task": task_objects.get(t, t), "candidate": messages,
                                   "group": "%d:%s" % (step, t), "group_size": args.group_size,
                                   "tag": name})
             t0 = time.monotonic()
