@@ -79,6 +79,16 @@ common_metrics_kgym_worker (common_metrics_t *m, common_metrics_worker_t *f)
         "Jobs running on the device now.", "gpu,UUID");
     f->slots = common_metrics_gauge (m, "kgym_worker_slots",
         "Jobs the worker runs at once.", "gpu,UUID");
+    f->compilers = common_metrics_gauge (m, "kgym_worker_compilers",
+        "Compiles the worker runs at once (its compile pool).", "gpu,UUID");
+    f->compiles = common_metrics_gauge (m, "kgym_worker_compiles",
+        "Jobs compiling now.", "gpu,UUID");
+    f->prepared = common_metrics_gauge (m, "kgym_worker_prepared",
+        "Jobs compiled and waiting for a run slot.", "gpu,UUID");
+    f->busy_seconds = common_metrics_counter (m, "kgym_worker_device_busy_seconds_total",
+        "Seconds jobs' execute phases held the run slots, all slots together.", "gpu,UUID");
+    f->busy_ratio = common_metrics_gauge (m, "kgym_worker_device_busy_ratio",
+        "Share of the run slots' wall time jobs held them over about the last 10 s.", "gpu,UUID");
     f->state = common_metrics_gauge (m, "kgym_worker_state",
         "1 for the worker's current state: ready, draining, quarantined.", "gpu,UUID,state");
     f->connected = common_metrics_gauge (m, "kgym_worker_connected",

@@ -47,6 +47,11 @@ typedef struct {
     common_metric_t *info;                  //  gauge {gpu, UUID, backend, model} = 1
     common_metric_t *busy;                  //  gauge {gpu, UUID}: jobs running on the device now
     common_metric_t *slots;                 //  gauge {gpu, UUID}: jobs it runs at once
+    common_metric_t *compilers;             //  gauge {gpu, UUID}: compiles it runs at once (its pool)
+    common_metric_t *compiles;              //  gauge {gpu, UUID}: jobs compiling now
+    common_metric_t *prepared;              //  gauge {gpu, UUID}: jobs compiled, waiting for a run slot
+    common_metric_t *busy_seconds;          //  counter {gpu, UUID}: run-slot seconds held by execute phases
+    common_metric_t *busy_ratio;            //  gauge {gpu, UUID}: their share of the last ~10 s
     common_metric_t *state;                 //  gauge {gpu, UUID, state}: 1 for the current state
     common_metric_t *connected;             //  gauge: 1 while the broker answers
     common_metric_t *reconnects;            //  counter: new sockets to the broker

@@ -44,10 +44,11 @@ enum {
     F_GROUP_SIZE = 1 << 20,
     F_TRAJECTORY = 1 << 21,
     F_CACHE = 1 << 22,
-    F_HOST = 1 << 23
+    F_HOST = 1 << 23,
+    F_BUSY = 1 << 24
 };
 
-typedef enum { T_U64, T_U32, T_REAL, T_STR } s_field_type_t;
+typedef enum { T_U64, T_U32, T_REAL, T_RATIO, T_STR } s_field_type_t;
 
 //  How one header key maps to a field of proto_msg_t.
 typedef struct {
@@ -84,6 +85,7 @@ static const s_field_t s_fields [] = {
     S_FIELD ("trajectory", F_TRAJECTORY, T_STR, trajectory),
     S_FIELD ("cache", F_CACHE, T_STR, cache),
     S_FIELD ("host", F_HOST, T_STR, host),
+    S_FIELD ("busy", F_BUSY, T_RATIO, busy),
 };
 #define S_NFIELDS (sizeof (s_fields) / sizeof (s_fields [0]))
 
@@ -99,7 +101,7 @@ static const s_command_t s_commands [] = {
     [0] = { "UNKNOWN", 0, 0, false },
     [PROTO_READY] = { "READY", F_BACKEND | F_DEVICE | F_CAPACITY | F_NAME | F_PID | F_STATE | F_HOST,
                       F_BACKEND | F_DEVICE | F_CAPACITY | F_NAME, false },
-    [PROTO_HEARTBEAT] = { "HEARTBEAT", F_CLIENT | F_STATE, 0, false },
+    [PROTO_HEARTBEAT] = { "HEARTBEAT", F_CLIENT | F_STATE | F_BUSY, 0, false },
     [PROTO_DISCONNECT] = { "DISCONNECT", F_REASON, 0, false },
     [PROTO_SUBMIT] = { "SUBMIT", F_REF | F_BACKEND | F_TAG | F_CLIENT | F_RETRY | F_GROUP
                                  | F_GROUP_SIZE | F_TRAJECTORY | F_CACHE,
@@ -141,12 +143,14 @@ proto_msg_set_str (char field [PROTO_MAX_STR], const char *value)
     field [len] = 0;
 }
 
+static void s_clear_fields (proto_msg_t *self, proto_cmd_t cmd);
+
 proto_msg_t *
 proto_msg_new (proto_cmd_t cmd)
 {
     proto_msg_t *self = (proto_msg_t *) calloc (1, sizeof (proto_msg_t));
     if (self)
-        self->cmd = cmd;
+        s_clear_fields (self, cmd);
     return self;
 }
 
@@ -172,6 +176,7 @@ s_clear_fields (proto_msg_t *self, proto_cmd_t cmd)
     self->attempt = self->capacity = self->code = self->pid = 0;
     self->retry = self->count = self->pending = 0;
     self->queue_s = 0;
+    self->busy = -1;
     self->backend [0] = self->device [0] = self->name [0] = 0;
     self->tag [0] = self->reason [0] = 0;
     self->client [0] = self->state [0] = self->status [0] = 0;
@@ -287,6 +292,17 @@ s_decode_header (proto_msg_t *self, const uint8_t *data, size_t size)
                 ok = (value.type == MPR_FLOAT && isfinite (value.f)) || value.type == MPR_UINT;
                 if (ok)
                     *(double *) target = value.type == MPR_FLOAT? value.f: (double) value.u;
+                break;
+            case T_RATIO:
+                //  A share: 0 to 1, nothing else means anything.
+                ok = (value.type == MPR_FLOAT && value.f >= 0 && value.f <= 1) || (value.type == MPR_UINT && value.u <= 1);
+                if (ok)
+                    *(double *) target = value.type == MPR_FLOAT? value.f: (double) value.u;
+                else
+                if (value.type == MPR_FLOAT || value.type == MPR_UINT) {
+                    snprintf (why, sizeof (why), "header field '%s' is not between 0 and 1", field->key);
+                    return s_malformed (self, PROTO_ERR_MALFORMED, why);
+                }
                 break;
             case T_STR:
                 if (value.type != MPR_STR)
@@ -531,13 +547,19 @@ s_encode_header (proto_msg_t *self, s_header_buf_t *hb)
             if (self->host [0])
                 s_pack_str (&pk, "host", self->host);
             break;
-        case PROTO_HEARTBEAT:
-            msgpack_pack_map (&pk, (self->client [0]? 1: 0) + (self->state [0]? 1: 0));
+        case PROTO_HEARTBEAT: {
+            bool busy = self->busy >= 0 && self->busy <= 1;
+            msgpack_pack_map (&pk, (self->client [0]? 1: 0) + (self->state [0]? 1: 0) + (busy? 1: 0));
             if (self->client [0])
                 s_pack_str (&pk, "client", self->client);
             if (self->state [0])
                 s_pack_str (&pk, "state", self->state);
+            if (busy) {
+                s_pack_key (&pk, "busy");
+                msgpack_pack_double (&pk, self->busy);
+            }
             break;
+        }
         case PROTO_DISCONNECT:
             msgpack_pack_map (&pk, self->reason [0]? 1: 0);
             if (self->reason [0])

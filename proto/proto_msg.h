@@ -13,7 +13,7 @@
     Commands and their header fields (all integers unsigned):
         READY      W->B  backend(str) device(str) capacity(int) name(str) [pid(int)]
                          [state(str)] [host(str)]
-        HEARTBEAT  any   [client(str)] (C->B) [state(str)] (W->B)
+        HEARTBEAT  any   [client(str)] (C->B) [state(str)] [busy(real 0..1)] (W->B)
         DISCONNECT any   [reason(str)]
         SUBMIT     C->B  ref(int) backend(str) [tag(str)] [client(str)] [retry(int)]
                          [group(str)] [group_size(int)] [trajectory(str)] [cache(str)]
@@ -98,6 +98,8 @@ typedef struct {
     uint32_t pending;               //  DONE: matching jobs not finished yet
     uint32_t group_size;            //  SUBMIT: the group's declared size (0 = not said)
     double queue_s;                 //  RESULT to client: seconds queued
+    double busy;                    //  HEARTBEAT from a worker: share of its run slots' wall time
+                                    //  jobs held lately, 0 to 1 (-1 = not said)
     char backend[PROTO_MAX_STR];    //  READY, SUBMIT
     char device[PROTO_MAX_STR];     //  READY
     char name[PROTO_MAX_STR];       //  READY: worker name; RESULT to client: worker; DRAIN

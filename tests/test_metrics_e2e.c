@@ -195,7 +195,7 @@ s_setup (void)
     s_pids [0] = testutil_spawn (bargv);
     char *wargv[] = { worker, "--broker", s_worker_ep, "--backend", "cpu", "--cache", cache,
                       "--name", "metrics-worker", "--heartbeat", "300", "--metrics", wmetrics,
-                      "--log-format", "json", NULL };
+                      "--log-format", "json", "--compilers", "2", NULL };
     s_pids [1] = testutil_spawn (wargv);
 }
 
@@ -341,6 +341,13 @@ START_TEST (test_figures_follow_a_batch_through_broker_and_worker)
     ck_assert (s_sample (page, "kgym_worker_job_duration_seconds_count{phase=\"total\"}") == S_BATCH);
     double misses = s_sample (page, "kgym_worker_compile_cache_misses_total");
     ck_assert_msg (misses >= 1, "compile cache misses: expected >= 1 in\n%s", page);
+    //  The compile pool asked for, and the run slot's time the batch took.
+    ck_assert (s_sample (page, "kgym_worker_compilers{gpu=\"\",UUID=\"\"}") == 2);
+    ck_assert (s_sample (page, "kgym_worker_compiles{gpu=\"\",UUID=\"\"}") == 0);
+    ck_assert_msg (s_sample (page, "kgym_worker_device_busy_seconds_total{gpu=\"\",UUID=\"\"}") > 0,
+                   "no busy seconds after a batch in\n%s", page);
+    double ratio = s_sample (page, "kgym_worker_device_busy_ratio{gpu=\"\",UUID=\"\"}");
+    ck_assert_msg (ratio >= 0 && ratio <= 1, "busy ratio %g", ratio);
     free (page);
 
     //  The same job again is answered from the broker's result cache: no

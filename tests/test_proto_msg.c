@@ -88,6 +88,7 @@ s_assert_same (proto_msg_t *a, proto_msg_t *b)
     ck_assert_uint_eq (a->code, b->code);
     ck_assert_uint_eq (a->pid, b->pid);
     ck_assert_double_eq (a->queue_s, b->queue_s);
+    ck_assert_double_eq (a->busy, b->busy);
     ck_assert_str_eq (a->backend, b->backend);
     ck_assert_str_eq (a->device, b->device);
     ck_assert_str_eq (a->name, b->name);
@@ -126,7 +127,19 @@ START_TEST (test_every_command_round_trips)
     proto_msg_reset (msg, PROTO_HEARTBEAT);
     got = s_via_router (&pair, msg);
     s_assert_same (msg, got);
+    ck_assert_double_eq (got->busy, -1);           //  not said
     proto_msg_destroy (&got);
+
+    //  A worker's HEARTBEAT with its state and busy ratio (both ends included).
+    const double busy [] = { 0.0, 0.4375, 1.0 };
+    for (size_t i = 0; i < 3; i++) {
+        proto_msg_reset (msg, PROTO_HEARTBEAT);
+        proto_msg_set_str (msg->state, "draining");
+        msg->busy = busy [i];
+        got = s_via_router (&pair, msg);
+        s_assert_same (msg, got);
+        proto_msg_destroy (&got);
+    }
 
     proto_msg_reset (msg, PROTO_DISCONNECT);
     proto_msg_set_str (msg->reason, "shutting down");
@@ -429,6 +442,27 @@ START_TEST (test_malformed_frames)
                             "'queue_s' has the wrong type");
         msgpack_sbuffer_destroy (&h.sbuf);
     }
+
+    //  busy is a share: 0 to 1, a finite number.
+    const double not_share [] = { -0.01, 1.5, NAN, INFINITY };
+    for (size_t i = 0; i < 4; i++) {
+        s_header_init (&h, 1);
+        msgpack_pack_str_with_body (&h.pk, "busy", 4);
+        msgpack_pack_double (&h.pk, not_share [i]);
+        s_expect_malformed (&pair, s_heartbeat0, 6, h.sbuf.data, h.sbuf.size, 0, 400,
+                            "'busy' is not between 0 and 1");
+        msgpack_sbuffer_destroy (&h.sbuf);
+    }
+    s_header_init (&h, 1);
+    s_header_uint (&h, "busy", 2);
+    s_expect_malformed (&pair, s_heartbeat0, 6, h.sbuf.data, h.sbuf.size, 0, 400,
+                        "'busy' is not between 0 and 1");
+    msgpack_sbuffer_destroy (&h.sbuf);
+    s_header_init (&h, 1);
+    s_header_str (&h, "busy", "high");
+    s_expect_malformed (&pair, s_heartbeat0, 6, h.sbuf.data, h.sbuf.size, 0, 400,
+                        "'busy' has the wrong type");
+    msgpack_sbuffer_destroy (&h.sbuf);
 
     //  String too long, duplicate field, non-string key.
     char long_name [PROTO_MAX_STR + 1];

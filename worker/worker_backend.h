@@ -62,6 +62,10 @@ typedef struct {
 
     //  Jobs a worker of this backend runs at once unless told (--slots).
     uint32_t (*default_slots) (const worker_eval_config_t *cfg);
+    //  Compiles a worker of this backend runs at once unless told
+    //  (--compilers): its compile pool, sized from the host (worker_host).
+    //  NULL op: 1.
+    uint32_t (*default_compilers) (const worker_eval_config_t *cfg);
     //  Start: find runners, learn the device. NULL with a reason in err.
     void *(*create) (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, size_t errlen);
     void (*destroy) (void **self_p);

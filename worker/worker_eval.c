@@ -260,6 +260,12 @@ worker_eval_prepare (worker_eval_t *self, json_t *json)
     return wjob;
 }
 
+bool
+worker_eval_decided (const worker_job_t *wjob)
+{
+    return wjob->final || !wjob->prepared;
+}
+
 static void
 s_set_number_or_null (json_t *obj, const char *key, bool present, double value)
 {

@@ -55,6 +55,11 @@ void worker_eval_destroy (worker_eval_t **self_p);
 //  fails here carries its final result and execute returns it at once.
 worker_job_t *worker_eval_prepare (worker_eval_t *self, json_t *job);
 
+//  True when prepare already decided the job (it did not parse, was
+//  invalid or did not compile): execute then returns its result at once,
+//  without the backend's device.
+bool worker_eval_decided (const worker_job_t *job);
+
 //  Phase 2: run, check, time, reward. Returns the result (new reference)
 //  and destroys *job_p.
 json_t *worker_eval_execute (worker_eval_t *self, worker_job_t **job_p);

@@ -62,7 +62,11 @@ s_usage (FILE *out)
         "  --device N           device ordinal of a GPU backend (default 0)\n"
         "  --slots N            jobs running at once (default: the backend's: cpu one per core\n"
         "                       but one; a GPU backend 1)\n"
-        "  --prefetch N         extra jobs taken to compile ahead (default 1)\n"
+        "  --compilers N        compiles at once (default: the backend's: cpu one per run slot;\n"
+        "                       cuda the GPU's share of the usable cores (affinity, cgroup quota)\n"
+        "                       divided by the host's GPUs, but one)\n"
+        "  --prefetch N         jobs held beyond the run slots, compiled ahead (default: compilers\n"
+        "                       + slots, at most 64; at most 1024)\n"
         "  --cache PATH         compile cache file (default $KGYM_CACHE_DIR or ~/.cache/kgym)\n"
         "  --name NAME          worker name (default host:pid)\n"
         "  --heartbeat MS       heartbeat interval (default 1000)\n"
@@ -154,6 +158,7 @@ main (int argc, char **argv)
         { "broker", required_argument, 0, 'b' }, { "backend", required_argument, 0, 'B' },
         { "device", required_argument, 0, 'd' }, { "slots", required_argument, 0, 's' },
         { "prefetch", required_argument, 0, 'p' }, { "cache", required_argument, 0, 'c' },
+        { "compilers", required_argument, 0, 'C' },
         { "name", required_argument, 0, 'n' }, { "heartbeat", required_argument, 0, 'H' },
         { "liveness", required_argument, 0, 'l' },
         { "curve-secret", required_argument, 0, 'S' }, { "broker-key", required_argument, 0, 'K' },
@@ -176,6 +181,7 @@ main (int argc, char **argv)
             }
             case 's': if (s_parse_u32 ("--slots", optarg, &cfg.slots, false)) return 2; break;
             case 'p': if (s_parse_u32 ("--prefetch", optarg, &cfg.prefetch, true)) return 2; break;
+            case 'C': if (s_parse_u32 ("--compilers", optarg, &cfg.compilers, false)) return 2; break;
             case 'c': cfg.cache_path = optarg; break;
             case 'n': cfg.name = optarg; break;
             case 'H': if (s_parse_u32 ("--heartbeat", optarg, &cfg.heartbeat_ms, false)) return 2; break;

@@ -1,10 +1,15 @@
 /*  worker_server - a worker's connection to the broker.
 
     Job actor protocol (pipe between the server and one job's thread):
-        job -> server   "PREPARED"              compiled, waiting for a slot
+        server -> job   "COMPILE"                a compile slot is free: decode, prepare
+        job -> server   "PREPARED"              compiled, waiting for a run slot
         server -> job   "GO"                     a run slot is free
-        job -> server   "RESULT" + body frame    done
+        job -> server   "RESULT" + body + status done: after GO, or at once after
+                                                 COMPILE when prepare decided the job
         server -> job   "$TERM"                  (zactor_destroy) end
+    A job's way: queued (for a compile slot), compiling, prepared (waiting
+    for a run slot), running. The server hands compile slots to queued
+    jobs and run slots to prepared ones, oldest first.
 
     The server as a state machine (states in worker_server.h):
         state        event                       action
@@ -17,10 +22,11 @@
         draining     last held job done          DISCONNECT "drained", return
         any          STOP, $TERM                 DISCONNECT, return
     An orphaned job belongs to a lease the broker has taken back: its result
-    is dropped when it comes. One that has not started runs only in a slot
-    no live job wants (never while quarantined): the evaluator can free a
-    prepared job only by running it, and doing that in the server's thread
-    would stall the worker for a whole run.
+    is dropped when it comes. One still queued ends at once (its thread
+    waits for a command, so it leaves at once); one compiling finishes its
+    compile (ending its thread from here would stall the worker until it
+    did); a prepared one runs only in a slot no live job wants (never while
+    quarantined).
 */
 #include "worker_server.h"
 #include "worker_registry.h"
@@ -35,6 +41,8 @@
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 32000
 #define STATE_LINGER_MS 1000        //  how long a state request may wait for the server
+#define BUSY_SAMPLES 11             //  busy ratio samples kept, a second apart: ~10 s of window
+#define BUSY_SAMPLE_MS 1000         //  their spacing
 
 static const char *s_state_names [] = { "ready", "draining", "quarantined" };
 
@@ -54,6 +62,12 @@ struct worker_server_t {
     zpoller_t *poller;              //  broker socket, control, pipe, job actors
     zlistx_t *jobs;                 //  s_job_t in arrival order
     uint32_t running;               //  jobs holding a run slot
+    uint32_t compiling;             //  jobs holding a compile slot
+    uint32_t compiling_max;         //  most compiles at once so far
+    double busy_s;                  //  run-slot seconds of the jobs that finished running
+    double busy_told;               //  of s_busy_s, what the counter has had
+    struct { int64_t at; double busy_s; } busy [BUSY_SAMPLES];   //  ring of (ms, s_busy_s)
+    size_t nbusy, busy_next;        //  samples kept, where the next goes
     worker_state_t state;           //  what READY and HEARTBEAT say
     char reason[PROTO_MAX_STR];     //  why (quarantine), for logs and STATUS
     int64_t last_heard;             //  last message from the broker (ms)
@@ -73,6 +87,14 @@ struct worker_server_t {
     int64_t next_status;            //  sd_notify: next STATUS line (ms)
 };
 
+//  Where a job is on its way through the pools.
+typedef enum {
+    S_QUEUED = 0,                   //  waiting for a compile slot
+    S_COMPILING,                    //  holds a compile slot
+    S_PREPARED,                     //  compiled, waiting for a run slot
+    S_RUNNING                       //  holds a run slot
+} s_job_state_t;
+
 //  One job in this worker.
 typedef struct {
     worker_server_t *server;        //  back pointer (read-only use in the thread: eval only)
@@ -80,8 +102,8 @@ typedef struct {
     uint32_t attempt;               //  lease attempt
     zframe_t *body;                 //  job body (owned until the thread takes it)
     zactor_t *actor;                //  the job's thread
-    bool prepared;                  //  said PREPARED
-    bool go;                        //  holds a run slot
+    s_job_state_t state;            //  where it is
+    int64_t go_at;                  //  when it took its run slot (us, monotonic)
     bool orphaned;                  //  its lease is gone: drop its result
 } s_job_t;
 
@@ -91,7 +113,8 @@ worker_config_default (worker_config_t *cfg)
     memset (cfg, 0, sizeof *cfg);
     cfg->backend = "cpu";
     cfg->slots = 0;
-    cfg->prefetch = 1;
+    cfg->compilers = 0;
+    cfg->prefetch = WORKER_PREFETCH_AUTO;
     cfg->heartbeat_ms = 1000;
     cfg->liveness = 3;
 }
@@ -143,7 +166,48 @@ s_count_result (worker_server_t *self, json_t *result)
     }
 }
 
-//  The job's thread: decode, prepare, wait for GO, execute, hand back the result.
+//  Encode result (taking it) and hand it to the server.
+static void
+s_send_result (s_job_t *job, zsock_t *pipe, json_t **result_p)
+{
+    json_t *result = *result_p;
+    *result_p = NULL;
+    char *data = NULL;
+    size_t size = 0;
+    if (!result || proto_mpk_encode (result, &data, &size)) {
+        json_decref (result);
+        result = json_pack ("{s:s, s:n, s:n, s:s}", "status", "internal_error",
+                            "reward", "speedup", "message", "could not encode the result");
+        proto_mpk_encode (result, &data, &size);
+    }
+    zframe_t *frame = zframe_new (data, size);
+    free (data);
+    const char *status = json_string_value (json_object_get (result, "status"));
+    s_count_result (job->server, result);
+    zstr_sendm (pipe, "RESULT");
+    zframe_send (&frame, pipe, ZFRAME_MORE);
+    zstr_send (pipe, status? status: "");
+    json_decref (result);
+}
+
+//  Wait for one of the server's commands: true for want, false for $TERM
+//  (or a pipe that broke).
+static bool
+s_job_wait (zsock_t *pipe, const char *want)
+{
+    while (true) {
+        char *command = zstr_recv (pipe);
+        if (!command)
+            return false;
+        bool wanted = streq (command, want), term = streq (command, "$TERM");
+        free (command);
+        if (wanted || term)
+            return wanted;
+    }
+}
+
+//  The job's thread: wait for COMPILE, decode, prepare; a job prepare
+//  decided is answered at once, any other waits for GO, runs and answers.
 static void
 s_job_actor (zsock_t *pipe, void *args)
 {
@@ -155,7 +219,10 @@ s_job_actor (zsock_t *pipe, void *args)
     char job_id [24];
     snprintf (job_id, sizeof job_id, "%llu", (unsigned long long) job->job);
     common_log_set_job (job_id);
-
+    if (!s_job_wait (pipe, "COMPILE")) {
+        zframe_destroy (&body);
+        return;
+    }
     char err [256] = "";
     proto_mpk_limits_t limits;
     proto_mpk_limits_default (&limits);
@@ -169,39 +236,21 @@ s_job_actor (zsock_t *pipe, void *args)
     else
         result = s_invalid_result (err [0]? err: "job body missing");
     json_decref (json);
-
-    zstr_send (pipe, "PREPARED");
-    bool terminated = false;
-    while (!terminated) {
-        char *command = zstr_recv (pipe);
-        if (!command)
-            break;
-        if (streq (command, "GO")) {
-            if (!result)
-                result = worker_eval_execute (eval, &wjob);
-            char *data = NULL;
-            size_t size = 0;
-            if (!result || proto_mpk_encode (result, &data, &size)) {
-                json_decref (result);
-                result = json_pack ("{s:s, s:n, s:n, s:s}", "status", "internal_error",
-                                    "reward", "speedup", "message", "could not encode the result");
-                proto_mpk_encode (result, &data, &size);
-            }
-            zframe_t *frame = zframe_new (data, size);
-            free (data);
-            const char *status = json_string_value (json_object_get (result, "status"));
-            s_count_result (job->server, result);
-            zstr_sendm (pipe, "RESULT");
-            zframe_send (&frame, pipe, ZFRAME_MORE);
-            zstr_send (pipe, status? status: "");
+    //  Decided without running (it does not parse or compile): answered now,
+    //  the device is not needed.
+    if (!result && (!wjob || worker_eval_decided (wjob)))
+        result = worker_eval_execute (eval, &wjob);
+    if (result)
+        s_send_result (job, pipe, &result);
+    else {
+        zstr_send (pipe, "PREPARED");
+        if (s_job_wait (pipe, "GO")) {
+            result = worker_eval_execute (eval, &wjob);
+            s_send_result (job, pipe, &result);
         }
-        else
-        if (streq (command, "$TERM"))
-            terminated = true;
-        free (command);
     }
+    s_job_wait (pipe, "$TERM");
     worker_eval_discard (eval, &wjob);      //  a job stopped before it ran
-    json_decref (result);
 }
 
 //  The evaluator found the GPU unfit (from a job's thread): stop taking jobs.
@@ -265,6 +314,20 @@ worker_server_new (const worker_config_t *cfg, char *err, size_t errlen)
     }
     if (self->cfg.slots == 0)
         self->cfg.slots = backend->default_slots? backend->default_slots (NULL): 1;
+    if (self->cfg.compilers == 0)
+        self->cfg.compilers = backend->default_compilers? backend->default_compilers (NULL): 1;
+    if (self->cfg.prefetch == WORKER_PREFETCH_AUTO) {
+        //  Every compiler busy while a compiled job waits for each run slot.
+        uint64_t prefetch = (uint64_t) self->cfg.compilers + self->cfg.slots;
+        self->cfg.prefetch = prefetch > WORKER_PREFETCH_AUTO_MAX? WORKER_PREFETCH_AUTO_MAX: (uint32_t) prefetch;
+    }
+    if (self->cfg.slots > WORKER_POOL_MAX || self->cfg.compilers > WORKER_POOL_MAX
+    ||  self->cfg.prefetch > WORKER_POOL_MAX) {
+        snprintf (err, errlen, "slots %u, compilers %u, prefetch %u: none may exceed %u",
+                  self->cfg.slots, self->cfg.compilers, self->cfg.prefetch, WORKER_POOL_MAX);
+        worker_server_destroy (&self);
+        return NULL;
+    }
     if (self->cfg.heartbeat_ms == 0)
         self->cfg.heartbeat_ms = 1000;
     if (self->cfg.liveness == 0)
@@ -302,6 +365,7 @@ worker_server_new (const worker_config_t *cfg, char *err, size_t errlen)
     //  The device is up (CUDA initialised): alive; ready once registered.
     common_metric_set (self->m.info, 1, self->gpu, self->uuid, self->backend, worker_eval_device (self->eval));
     common_metric_set (self->m.slots, self->cfg.slots, self->gpu, self->uuid);
+    common_metric_set (self->m.compilers, self->cfg.compilers, self->gpu, self->uuid);
     common_metrics_set_alive (self->cfg.registry, true, NULL);
     common_metrics_set_ready (self->cfg.registry, false, "connecting to the broker");
     return self;
@@ -408,13 +472,58 @@ s_send_ready (worker_server_t *self)
     self->registered = false;
 }
 
-//  A HEARTBEAT, with the state when it is not plain ready.
+//  Run-slot seconds held so far, all slots together, running jobs included.
+static double
+s_busy_s (worker_server_t *self, int64_t now_us)
+{
+    double busy = self->busy_s;
+    for (s_job_t *job = (s_job_t *) zlistx_first (self->jobs); job;
+         job = (s_job_t *) zlistx_next (self->jobs))
+        if (job->state == S_RUNNING && now_us > job->go_at)
+            busy += (double) (now_us - job->go_at) / 1e6;
+    return busy;
+}
+
+//  Keep a sample of s_busy_s at most once a second.
+static void
+s_busy_sample (worker_server_t *self)
+{
+    int64_t now = zclock_mono ();
+    if (self->nbusy) {
+        size_t last = (self->busy_next + BUSY_SAMPLES - 1) % BUSY_SAMPLES;
+        if (now - self->busy [last].at < BUSY_SAMPLE_MS)
+            return;
+    }
+    self->busy [self->busy_next].at = now;
+    self->busy [self->busy_next].busy_s = s_busy_s (self, zclock_usecs ());
+    self->busy_next = (self->busy_next + 1) % BUSY_SAMPLES;
+    if (self->nbusy < BUSY_SAMPLES)
+        self->nbusy++;
+}
+
+//  The share of the run slots' wall time jobs held them since the oldest
+//  sample (about ten seconds), 0 to 1.
+static double
+s_busy_ratio (worker_server_t *self)
+{
+    if (!self->nbusy)
+        return 0;
+    size_t oldest = (self->busy_next + BUSY_SAMPLES - self->nbusy) % BUSY_SAMPLES;
+    double wall = (double) (zclock_mono () - self->busy [oldest].at) / 1000.0 * self->cfg.slots;
+    double held = s_busy_s (self, zclock_usecs ()) - self->busy [oldest].busy_s;
+    if (wall <= 0 || held <= 0)
+        return 0;
+    return held >= wall? 1.0: held / wall;
+}
+
+//  A HEARTBEAT, with the state when it is not plain ready, and the busy ratio.
 static void
 s_send_heartbeat (worker_server_t *self)
 {
     proto_msg_t *msg = proto_msg_new (PROTO_HEARTBEAT);
     if (self->state != WORKER_STATE_READY)
         proto_msg_set_str (msg->state, s_state_names [self->state]);
+    msg->busy = s_busy_ratio (self);
     s_send (self, msg);
     proto_msg_destroy (&msg);
 }
@@ -422,12 +531,23 @@ s_send_heartbeat (worker_server_t *self)
 static void
 s_remove_job (worker_server_t *self, s_job_t *job)
 {
+    if (job->state == S_RUNNING) {
+        self->running--;
+        int64_t now = zclock_usecs ();
+        if (now > job->go_at)
+            self->busy_s += (double) (now - job->go_at) / 1e6;
+    }
+    else
+    if (job->state == S_COMPILING)
+        self->compiling--;
     zpoller_remove (self->poller, job->actor);
     void *handle = zlistx_find (self->jobs, job);
     if (handle)
         zlistx_delete (self->jobs, handle);
     s_job_destroy (&job);
 }
+
+static void s_end_queued_orphans (worker_server_t *self);
 
 //  The broker has taken back every lease we hold: end what has not
 //  started, and drop the results of what runs.
@@ -443,6 +563,7 @@ s_orphan_jobs (worker_server_t *self)
         }
     if (count)
         log_info ("worker", "%zu job(s) given up: the broker took their leases back", count);
+    s_end_queued_orphans (self);
 }
 
 static int
@@ -532,20 +653,52 @@ s_start_job (worker_server_t *self, proto_msg_t *msg)
     log_debug ("worker", "job %llu attempt %u: started", (unsigned long long) job->job, job->attempt);
     zpoller_add (self->poller, job->actor);
     zlistx_add_end (self->jobs, job);
+    s_dispatch (self);
 }
 
-//  Hand free run slots to prepared jobs, oldest first: live ones, then
-//  orphaned ones (to end them) when no live one waits.
+//  End orphaned jobs that never started compiling: their threads only wait.
+static void
+s_end_queued_orphans (worker_server_t *self)
+{
+    bool again = true;
+    while (again) {
+        again = false;
+        for (s_job_t *job = (s_job_t *) zlistx_first (self->jobs); job;
+             job = (s_job_t *) zlistx_next (self->jobs))
+            if (job->orphaned && job->state == S_QUEUED) {
+                log_debug ("worker", "job %llu attempt %u: ended before compiling (orphaned)",
+                           (unsigned long long) job->job, job->attempt);
+                s_remove_job (self, job);
+                again = true;
+                break;
+            }
+    }
+}
+
+//  Hand free compile slots to queued live jobs and free run slots to
+//  prepared jobs, oldest first: live ones, then orphaned ones (to end
+//  them) when no live one waits.
 static void
 s_dispatch (worker_server_t *self)
 {
+    s_end_queued_orphans (self);
     if (self->state == WORKER_STATE_QUARANTINED)
         return;
+    for (s_job_t *job = (s_job_t *) zlistx_first (self->jobs);
+         job && self->compiling < self->cfg.compilers; job = (s_job_t *) zlistx_next (self->jobs))
+        if (job->state == S_QUEUED && !job->orphaned) {
+            job->state = S_COMPILING;
+            self->compiling++;
+            if (self->compiling > self->compiling_max)
+                self->compiling_max = self->compiling;
+            zstr_send (job->actor, "COMPILE");
+        }
     for (int pass = 0; pass < 2; pass++) {
         s_job_t *job = (s_job_t *) zlistx_first (self->jobs);
         while (job && self->running < self->cfg.slots) {
-            if (job->prepared && !job->go && job->orphaned == (pass == 1)) {
-                job->go = true;
+            if (job->state == S_PREPARED && job->orphaned == (pass == 1)) {
+                job->state = S_RUNNING;
+                job->go_at = zclock_usecs ();
                 self->running++;
                 log_debug ("worker", "job %llu attempt %u: running%s", (unsigned long long) job->job,
                            job->attempt, job->orphaned? " (orphaned)": "");
@@ -554,6 +707,17 @@ s_dispatch (worker_server_t *self)
             job = (s_job_t *) zlistx_next (self->jobs);
         }
     }
+}
+
+//  Jobs held in state.
+static size_t
+s_count (worker_server_t *self, s_job_state_t state)
+{
+    size_t count = 0;
+    for (s_job_t *job = (s_job_t *) zlistx_first (self->jobs); job;
+         job = (s_job_t *) zlistx_next (self->jobs))
+        count += job->state == state;
+    return count;
 }
 
 //  Jobs held that the broker still counts on.
@@ -579,8 +743,10 @@ s_handle_job_actor (worker_server_t *self, zactor_t *actor)
         return;
     }
     char *command = zmsg_popstr (reply);
-    if (command && streq (command, "PREPARED"))
-        job->prepared = true;
+    if (command && streq (command, "PREPARED") && job->state == S_COMPILING) {
+        job->state = S_PREPARED;
+        self->compiling--;
+    }
     else
     if (command && streq (command, "RESULT")) {
         if (job->orphaned)
@@ -601,7 +767,6 @@ s_handle_job_actor (worker_server_t *self, zactor_t *actor)
             proto_msg_destroy (&msg);
             self->done++;
         }
-        self->running--;
         s_remove_job (self, job);
     }
     free (command);
@@ -664,6 +829,15 @@ s_turn (worker_server_t *self)
     bool connected = self->broker && self->registered && !self->reconnect_at;
     bool ready = connected && self->state == WORKER_STATE_READY;
     common_metric_set (self->m.busy, self->running, self->gpu, self->uuid);
+    s_busy_sample (self);
+    double busy = s_busy_s (self, zclock_usecs ());
+    if (busy > self->busy_told) {
+        common_metric_add (self->m.busy_seconds, busy - self->busy_told, self->gpu, self->uuid);
+        self->busy_told = busy;
+    }
+    common_metric_set (self->m.busy_ratio, s_busy_ratio (self), self->gpu, self->uuid);
+    common_metric_set (self->m.compiles, self->compiling, self->gpu, self->uuid);
+    common_metric_set (self->m.prepared, s_count (self, S_PREPARED), self->gpu, self->uuid);
     common_metric_set (self->m.connected, connected? 1: 0);
     for (int i = 0; i < 3; i++)
         common_metric_set (self->m.state, (int) self->state == i? 1: 0, self->gpu, self->uuid, s_state_names [i]);
@@ -716,9 +890,14 @@ s_handle_command (worker_server_t *self, zsock_t *from, zsock_t *pipe)
     }
     else
     if (streq (command, "STATUS") && from == pipe)
-        zstr_sendf (pipe, "{\"state\":\"%s\",\"jobs\":%zu,\"done\":%llu,\"connects\":%llu}",
+        zstr_sendf (pipe, "{\"state\":\"%s\",\"jobs\":%zu,\"done\":%llu,\"connects\":%llu,"
+                    "\"slots\":%u,\"compilers\":%u,\"prefetch\":%u,\"compiling\":%u,"
+                    "\"compiling_max\":%u,\"prepared\":%zu,\"running\":%u,\"busy\":%.4f}",
                     s_state_names [self->state], s_live_jobs (self),
-                    (unsigned long long) self->done, (unsigned long long) self->connects);
+                    (unsigned long long) self->done, (unsigned long long) self->connects,
+                    self->cfg.slots, self->cfg.compilers, self->cfg.prefetch, self->compiling,
+                    self->compiling_max, s_count (self, S_PREPARED), self->running,
+                    s_busy_ratio (self));
     else
         log_warn ("worker", "unknown command '%s'", command);
     free (command);
@@ -733,9 +912,9 @@ worker_server_run (worker_server_t *self, zsock_t *pipe)
     self->poller = pipe? zpoller_new (pipe, self->control, NULL): zpoller_new (self->control, NULL);
     if (!self->poller || s_connect (self))
         return -1;
-    log_info ("worker", "%s serving %s on %s, %u slots, broker %s%s", self->name, self->backend,
-              worker_eval_device (self->eval), self->cfg.slots, self->endpoint,
-              self->curve_secret? " (CURVE)": "");
+    log_info ("worker", "%s serving %s on %s, %u slots, %u compilers, %u prefetched, broker %s%s",
+              self->name, self->backend, worker_eval_device (self->eval), self->cfg.slots,
+              self->cfg.compilers, self->cfg.prefetch, self->endpoint, self->curve_secret? " (CURVE)": "");
     proto_msg_t *msg = proto_msg_new (PROTO_HEARTBEAT);
     bool drained = false;
     while (!self->stop && !drained && !zsys_interrupted) {

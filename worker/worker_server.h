@@ -1,10 +1,21 @@
 /*  worker_server - a worker's connection to the broker.
 
-    Announces itself (READY: backend, device, capacity, state), heartbeats,
-    takes JOBs up to its capacity and sends each RESULT as soon as it is
-    ready. Each job runs in its own thread (an actor): it compiles at once,
-    then waits for a run slot, so one job compiles while another runs. Only
-    the server's thread touches the broker socket.
+    Announces itself (READY: backend, device, capacity, state), heartbeats
+    (with its device's busy ratio), takes JOBs up to its capacity and sends
+    each RESULT as soon as it is ready. Each job runs in its own thread (an
+    actor) and goes through two pools: a compile slot (the compile pool,
+    `compilers`, sized from the host's cores), then a run slot (`slots`, the
+    device). The worker holds `prefetch` jobs beyond its run slots, by
+    default enough to keep every compiler busy while a compiled job waits
+    for each run slot, so the device never waits for a compile; a job that
+    prepare already decided (it does not parse, or does not compile) is
+    answered at once and never takes a run slot. Only the server's thread
+    touches the broker socket.
+
+    The busy ratio is the share of the run slots' wall time that jobs'
+    execute phases held them, over about the last ten seconds (samples a
+    second apart); kgym_worker_device_busy_seconds_total has every second
+    of it (docs/metrics.md).
 
     Reconnects by itself: when the broker goes silent (backing off 1 s
     doubling to 32 s, then a new socket) or answers "unknown worker" (a
@@ -25,7 +36,9 @@
     Pipe commands (the pipe given to worker_server_run, or the actor's):
     "DRAIN", "STOP" (leave now: DISCONNECT, jobs go back), "$TERM" (same),
     "QUARANTINE" [reason], "READY", "STATUS" -> one string, a JSON object
-    {"state", "jobs", "done", "connects"}.
+    {"state", "jobs", "done", "connects", "slots", "compilers", "prefetch",
+    "compiling", "compiling_max" (most compiles at once so far), "prepared"
+    (compiled, waiting for a run slot), "running", "busy" (the ratio)}.
     With config.metrics it moves the worker figures of docs/metrics.md
     (job threads bump theirs directly: the registry is thread-safe), and
     with config.registry keeps /readyz true exactly while it is connected,
@@ -43,8 +56,11 @@ typedef struct {
     const char *broker_endpoint;    //  broker's worker endpoint
     const char *backend;            //  "cpu" or "cuda"
     int device;                     //  CUDA device ordinal
-    uint32_t slots;                 //  jobs running at once (default: cpu 2, cuda 1)
-    uint32_t prefetch;              //  extra jobs taken to compile ahead (default 1)
+    uint32_t slots;                 //  jobs running at once (0: the backend's; cpu one per core
+                                    //  but one, cuda 1)
+    uint32_t compilers;             //  compiles at once (0: the backend's, from the host's cores)
+    uint32_t prefetch;              //  jobs held beyond the run slots (WORKER_PREFETCH_AUTO: compilers
+                                    //  + slots, at most WORKER_PREFETCH_AUTO_MAX)
     const char *name;               //  worker name (default host:pid)
     const char *cache_path;         //  compile cache, NULL = default
     uint32_t heartbeat_ms;          //  default 1000
@@ -60,6 +76,10 @@ typedef struct {
     common_metrics_t *registry;     //  their registry: readiness and the stall beat (borrowed; may be NULL)
     bool notify;                    //  speak sd_notify: READY once serving, STATUS, STOPPING
 } worker_config_t;
+
+#define WORKER_PREFETCH_AUTO UINT32_MAX    //  prefetch sized from the pools (the default)
+#define WORKER_PREFETCH_AUTO_MAX 64         //  most jobs an automatic prefetch holds
+#define WORKER_POOL_MAX 1024                //  most slots, compilers or prefetched jobs one may ask for
 
 void worker_config_default (worker_config_t *cfg);
 

@@ -12,6 +12,7 @@
 #include "worker_eval.h"
 #include "cpu_cc.h"
 #include "cpu_runner.h"
+#include "worker_host.h"
 #include "common_compare.h"
 #include "common_log.h"
 #include "common_philox.h"
@@ -968,15 +969,22 @@ s_execute (void *state, void **job_p, worker_outcome_t *out)
 //  The backend table (worker_backend.h)
 
 //  Jobs at once: one core each (a job runs one program at a time, with the
-//  harness between runs), leaving one core for compiles and the worker.
+//  harness between runs), leaving one core for the worker.
 static uint32_t
 s_default_slots (const worker_eval_config_t *cfg)
 {
     (void) cfg;
-    cpu_set_t set;
-    int cpus = sched_getaffinity (0, sizeof set, &set) == 0? CPU_COUNT (&set): 1;
-    int slots = cpus > 1? cpus - 1: 1;
-    return (uint32_t) (slots > MAX_SLOTS? MAX_SLOTS: slots);
+    uint32_t cpus = worker_host_cores ();
+    uint32_t slots = cpus > 1? cpus - 1: 1;
+    return slots > MAX_SLOTS? MAX_SLOTS: slots;
+}
+
+//  Compiles at once: one per run slot. Compiles and runs share the cores,
+//  so more compiles would only slow the timed runs.
+static uint32_t
+s_default_compilers (const worker_eval_config_t *cfg)
+{
+    return s_default_slots (cfg);
 }
 
 static const char *
@@ -1006,6 +1014,7 @@ const worker_backend_t cpu_backend = {
     .summary = "C kernels built with the system compiler and run on the CPU",
     .device_ordinal = false,
     .default_slots = s_default_slots,
+    .default_compilers = s_default_compilers,
     .create = s_create,
     .destroy = s_destroy,
     .prepare = s_prepare,

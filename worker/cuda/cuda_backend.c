@@ -7,6 +7,7 @@
 #include "cuda_plan.h"
 #include "sandbox.h"
 #include "cuda_nvrtc.h"
+#include "worker_host.h"
 #include "common_log.h"
 #include <math.h>
 #include <pthread.h>
@@ -743,6 +744,17 @@ s_default_slots (const worker_eval_config_t *cfg)
     return 1;                   //  one job on the GPU at a time: timings stay clean
 }
 
+//  NVRTC compiles at once: this GPU's share of the host's cores but one
+//  (left to the worker and the runner that feeds the GPU), so compiles
+//  keep ahead of the GPU (docs/benchmarks.md).
+static uint32_t
+s_default_compilers (const worker_eval_config_t *cfg)
+{
+    (void) cfg;
+    uint32_t cores = worker_host_cores_per_gpu ();
+    return cores > 1? cores - 1: 1;
+}
+
 static void *
 s_create (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, size_t errlen)
 {
@@ -852,6 +864,7 @@ const worker_backend_t cuda_backend = {
     .summary = "CUDA C and PTX kernels compiled with NVRTC and run on one GPU",
     .device_ordinal = true,
     .default_slots = s_default_slots,
+    .default_compilers = s_default_compilers,
     .create = s_create,
     .destroy = s_destroy_op,
     .prepare = s_prepare_op,
