@@ -99,6 +99,59 @@ START_TEST (test_plan_rejects_malformed_json)
 }
 END_TEST
 
+START_TEST (test_plan_carries_the_timing_rule)
+{
+    //  The job's reward clip and timed count reach the runner's rule.
+    char path [] = "examples/cuda/gelu_f32/task.json";
+    json_t *task = testutil_load_json (path);
+    json_t *cand = testutil_load_json ("examples/cuda/gelu_f32/candidates/naive.json");
+    json_t *jjob = json_pack ("{s:o, s:o, s:{s:i}, s:{s:f}}", "task", task, "candidate", cand,
+                              "eval", "timed", 300, "reward", "clip", 3.5);
+    char err [512];
+    common_job_t *job = common_job_from_json (jjob, err, sizeof err);
+    ck_assert_msg (job != NULL, "job: %s", err);
+    json_decref (jjob);
+    cuda_plan_t *plan = cuda_plan_from_job (job, 1, 0, err, sizeof err);
+    ck_assert_msg (plan != NULL, "plan: %s", err);
+    ck_assert_uint_eq (plan->timed, 300);
+    ck_assert_uint_eq (plan->stop_min, 5);
+    ck_assert_double_eq (plan->stop_clip, 3.5);
+    ck_assert_double_eq (plan->stop_precision, 0.01);
+    ck_assert_double_eq (plan->stop_floor, 0.05);
+    json_t *json = cuda_plan_to_json (plan);
+    cuda_plan_t *back = cuda_plan_from_json (json, err, sizeof err);
+    ck_assert_msg (back != NULL, "from json: %s", err);
+    ck_assert_uint_eq (back->stop_min, 5);
+    ck_assert_double_eq (back->stop_clip, 3.5);
+    ck_assert_double_eq (back->stop_precision, 0.01);
+    ck_assert_double_eq (back->stop_floor, 0.05);
+    cuda_plan_destroy (&back);
+    //  Without a rule: every timed run, as before.
+    json_t *stop = json_incref (json_object_get (json, "stop"));
+    json_object_del (json, "stop");
+    back = cuda_plan_from_json (json, err, sizeof err);
+    ck_assert_ptr_nonnull (back);
+    ck_assert_uint_eq (back->stop_min, 300);
+    ck_assert_double_eq (back->stop_precision, 0);
+    cuda_plan_destroy (&back);
+    //  A rule out of bounds is refused.
+    const char *keys [] = { "min", "precision", "clip", "floor", "min" };
+    json_t *bad [] = { json_integer (0), json_real (-0.1), json_string ("2"), json_real (1e7), json_real (5.0) };
+    for (int i = 0; i < 5; i++) {
+        json_t *broken = json_deep_copy (stop);
+        json_object_set_new (broken, keys [i], bad [i]);
+        json_object_set_new (json, "stop", broken);
+        ck_assert_msg (cuda_plan_from_json (json, err, sizeof err) == NULL, "stop.%s accepted", keys [i]);
+    }
+    json_object_set_new (json, "stop", json_string ("soon"));
+    ck_assert_ptr_null (cuda_plan_from_json (json, err, sizeof err));
+    json_decref (stop);
+    json_decref (json);
+    cuda_plan_destroy (&plan);
+    common_job_destroy (&job);
+}
+END_TEST
+
 START_TEST (test_msg_framing)
 {
     int sv [2];
@@ -442,6 +495,7 @@ main (void)
     tcase_add_test (tc, test_plan_memory_cap_is_enforced);
     tcase_add_test (tc, test_plan_rejects_malformed_json);
     tcase_add_test (tc, test_msg_framing);
+    tcase_add_test (tc, test_plan_carries_the_timing_rule);
     tcase_add_test (tc, test_plan_carries_profile_and_roofline_bytes);
     tcase_add_test (tc, test_plan_default_bytes_count_inout_twice);
     tcase_add_test (tc, test_profile_peak_margin_occupancy_floor);

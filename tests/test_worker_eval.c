@@ -256,6 +256,120 @@ START_TEST (test_second_compile_is_a_cache_hit)
 }
 END_TEST
 
+//  --- adaptive timing (worker_grade_stop) on the CPU ---
+
+//  A compute-bound kernel that stays in L1 (steady to time): y = f(x) with a
+//  long dependent chain per element, done `reps` times over. The reference
+//  does it once; candidates choose their reps (the answer is the same).
+#define S_WORK_SOURCE(name, reps) \
+    "static float s_f (float v) { for (int r = 0; r < 400; r++) v = v * 0.999f + 0.001f; return v; }\n" \
+    "void " name " (const float *x, float *y, int n)\n" \
+    "{\n" \
+    "    for (int k = 0; k < " reps "; k++) {\n" \
+    "        for (int i = 0; i < n; i++) y [i] = s_f (x [i]);\n" \
+    "        __asm__ volatile (\"\" ::: \"memory\");\n" \
+    "    }\n" \
+    "}\n"
+
+//  A steady kernel on a shared machine: most of its time asleep (3 ms). A
+//  waking sleeper is scheduled at once even on a loaded host, where a
+//  computing kernel's wall time takes whatever the other processes leave.
+#define S_STEADY_SOURCE(name) \
+    "#include <time.h>\n" \
+    "void " name " (const float *x, float *y, int n)\n" \
+    "{\n" \
+    "    struct timespec t = { 0, 3000000 };\n" \
+    "    nanosleep (&t, 0);\n" \
+    "    for (int i = 0; i < n; i++) y [i] = x [i] * 0.5f;\n" \
+    "}\n"
+
+//  Grade a candidate against a reference (both named by their sources)
+//  with eval timed: 1000.
+static json_t *
+s_grade_work (const char *reference_source, const char *candidate_source)
+{
+    json_t *task = json_pack ("{s:s, s:s, s:[{s:s,s:s,s:s,s:[s],s:{s:s,s:i,s:i}}, {s:s,s:s,s:s,s:[s]},"
+                              " {s:s,s:s,s:s,s:s}], s:[{s:i}], s:{s:f,s:f}, s:{s:s, s:[{s:s}]}}",
+        "name", "work_f32", "backend", "cpu",
+        "args",
+            "name", "x", "kind", "input", "dtype", "f32", "shape", "N", "init", "dist", "uniform",
+            "low", 0, "high", 1,
+            "name", "y", "kind", "output", "dtype", "f32", "shape", "N",
+            "name", "N", "kind", "scalar", "dtype", "i32", "value", "N",
+        "sizes", "N", 64,
+        "tolerance", "atol", 1e-6, "rtol", 1e-6,
+        "reference", "source", reference_source, "launches", "kernel", "work_ref");
+    json_t *job = json_pack ("{s:o, s:{s:s, s:[{s:s}]}, s:{s:i, s:i, s:f, s:b}}", "task", task,
+                             "candidate", "source", candidate_source, "launches", "kernel", "work",
+                             "eval", "timed", 1000, "trials", 1, "timeout", 120.0, "profile", 0);
+    json_t *result = worker_eval_run (s_eval, job);
+    json_decref (job);
+    ck_assert_ptr_nonnull (result);
+    s_expect (result, "ok");
+    return result;
+}
+
+static json_int_t
+s_timing_int (json_t *result, const char *key)
+{
+    return json_integer_value (json_object_get (json_object_get (result, "timings"), key));
+}
+
+static const char *
+s_timing_str (json_t *result, const char *key)
+{
+    const char *value = json_string_value (json_object_get (json_object_get (result, "timings"), key));
+    return value? value: "(none)";
+}
+
+START_TEST (test_a_steady_kernel_stops_timing_well_before_1000_runs)
+{
+    json_t *result = s_grade_work (S_STEADY_SOURCE ("work_ref"), S_STEADY_SOURCE ("work"));
+    json_int_t runs = s_timing_int (result, "runs");
+    char *dump = json_dumps (json_object_get (result, "timings"), JSON_COMPACT);
+    fprintf (stderr, "FIGURES adaptive timing: a steady kernel timed %lld of 1000 runs (%s) %s\n",
+             (long long) runs, s_timing_str (result, "stopped"), dump);
+    free (dump);
+    ck_assert_int_eq (s_timing_int (result, "max_runs"), 1000);
+    ck_assert_msg (runs >= 5 && runs < 500, "timed %lld of 1000 runs", (long long) runs);
+    ck_assert_str_eq (s_timing_str (result, "stopped"), "precise");
+    //  What it says is what it did: the summaries have as many samples.
+    json_t *timings = json_object_get (result, "timings");
+    ck_assert_int_eq (json_integer_value (json_object_get (json_object_get (timings, "candidate"), "n")), runs);
+    json_t *ci = json_object_get (timings, "speedup_ci");
+    double speedup = json_real_value (json_object_get (result, "speedup"));
+    double lo = json_real_value (json_array_get (ci, 0)), hi = json_real_value (json_array_get (ci, 1));
+    ck_assert_msg (lo <= speedup && speedup <= hi && hi <= speedup * 1.01 && lo >= speedup * 0.99,
+                   "interval [%g, %g] around %g is not within 1%%", lo, hi, speedup);
+    json_decref (result);
+}
+END_TEST
+
+START_TEST (test_a_kernel_100x_slower_costs_a_few_runs_and_keeps_its_reward)
+{
+    json_t *result = s_grade_work (S_WORK_SOURCE ("work_ref", "10"), S_WORK_SOURCE ("work", "1000"));
+    ck_assert_int_eq (s_timing_int (result, "runs"), 5);
+    ck_assert_str_eq (s_timing_str (result, "stopped"), "settled");
+    //  Linear shape: the reward is the speedup, about 0.01, still above every failure.
+    double speedup = json_real_value (json_object_get (result, "speedup"));
+    double reward = json_real_value (json_object_get (result, "reward"));
+    ck_assert_msg (speedup > 0 && speedup < 0.05, "speedup %g", speedup);
+    ck_assert_double_eq_tol (reward, speedup, 1e-12);
+    json_decref (result);
+}
+END_TEST
+
+START_TEST (test_a_kernel_far_above_the_clip_stops_at_once_with_the_clip)
+{
+    json_t *result = s_grade_work (S_WORK_SOURCE ("work_ref", "10"), S_WORK_SOURCE ("work", "1"));
+    ck_assert_int_eq (s_timing_int (result, "runs"), 5);
+    ck_assert_str_eq (s_timing_str (result, "stopped"), "clipped");
+    ck_assert (json_real_value (json_object_get (result, "speedup")) > 2.0);
+    ck_assert_double_eq (json_real_value (json_object_get (result, "reward")), 2.0);
+    json_decref (result);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -277,6 +391,9 @@ main (void)
     tcase_add_test (tc, test_missing_kernel_symbol_fails);
     tcase_add_test (tc, test_malformed_jobs_are_invalid);
     tcase_add_test (tc, test_second_compile_is_a_cache_hit);
+    tcase_add_test (tc, test_a_steady_kernel_stops_timing_well_before_1000_runs);
+    tcase_add_test (tc, test_a_kernel_100x_slower_costs_a_few_runs_and_keeps_its_reward);
+    tcase_add_test (tc, test_a_kernel_far_above_the_clip_stops_at_once_with_the_clip);
     suite_add_tcase (suite, tc);
     return testutil_run_suite (suite);
 }

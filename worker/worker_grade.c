@@ -173,14 +173,84 @@ worker_grade_speedup (double *cand_us, size_t ncand, double *base_us, size_t nba
     double cand = s_median_sorted (cand_us, ncand), base = s_median_sorted (base_us, nbase);
     if (cand <= 0)
         return 0;
+    double speedup = base / cand;
     if (lo && hi) {
         double clo, chi, blo, bhi;
         s_median_interval (cand_us, ncand, &clo, &chi);
         s_median_interval (base_us, nbase, &blo, &bhi);
-        *lo = chi > 0? blo / chi: 0;
-        *hi = clo > 0? bhi / clo: 0;
+        if (clo > 0 && blo > 0) {
+            //  The two medians vary independently: their relative
+            //  half-widths add in quadrature on the log scale.
+            double down = hypot (log (chi / cand), log (base / blo));
+            double up = hypot (log (cand / clo), log (bhi / base));
+            *lo = speedup * exp (-down);
+            *hi = speedup * exp (up);
+        }
     }
-    return base / cand;
+    return speedup;
+}
+
+void
+worker_grade_stop_init (worker_grade_stop_t *rule, uint32_t max_runs, double clip)
+{
+    memset (rule, 0, sizeof *rule);
+    rule->max_runs = max_runs;
+    rule->min_runs = WORKER_GRADE_STOP_MIN < max_runs? WORKER_GRADE_STOP_MIN: max_runs;
+    rule->precision = WORKER_GRADE_STOP_PRECISION;
+    rule->clip = clip > 0 && isfinite (clip)? clip: 0;
+    rule->floor = WORKER_GRADE_STOP_FLOOR;
+    rule->next_check = 0;               //  first looked at after min_runs runs
+}
+
+worker_grade_stop_why_t
+worker_grade_stop_judge (const worker_grade_stop_t *rule, double lo, double speedup, double hi)
+{
+    if (!(speedup > 0) || !(lo > 0) || !(hi >= lo) || !isfinite (hi))
+        return GRADE_STOP_NONE;
+    if (rule->clip > 0 && lo >= rule->clip)
+        return GRADE_STOP_CLIPPED;
+    if (rule->floor > 0 && hi <= rule->floor)
+        return GRADE_STOP_SETTLED;
+    if (hi <= speedup * (1 + rule->precision) && lo >= speedup * (1 - rule->precision))
+        return GRADE_STOP_PRECISE;
+    return GRADE_STOP_NONE;
+}
+
+worker_grade_stop_why_t
+worker_grade_stop_check (worker_grade_stop_t *rule, const double *cand_us, const double *base_us,
+                         uint32_t n)
+{
+    if (n >= rule->max_runs)
+        return GRADE_STOP_MAX_RUNS;
+    if (n < rule->min_runs || n < rule->next_check)
+        return GRADE_STOP_NONE;
+    rule->next_check = n < 32? n + 1: n + n / 16;
+    double *copy = malloc (2 * (size_t) n * sizeof (double));
+    if (!copy)
+        return GRADE_STOP_NONE;         //  keep timing: the maximum still ends it
+    memcpy (copy, cand_us, n * sizeof (double));
+    memcpy (copy + n, base_us, n * sizeof (double));
+    double lo, hi;
+    double speedup = worker_grade_speedup (copy, n, copy + n, n, &lo, &hi);
+    free (copy);
+    return worker_grade_stop_judge (rule, lo, speedup, hi);
+}
+
+static const char *s_stop_names [] = { "", "precise", "clipped", "settled", "max_runs" };
+
+const char *
+worker_grade_stop_name (worker_grade_stop_why_t why)
+{
+    return (unsigned) why <= GRADE_STOP_MAX_RUNS? s_stop_names [why]: "";
+}
+
+worker_grade_stop_why_t
+worker_grade_stop_from_name (const char *name)
+{
+    for (int i = 1; name && i <= GRADE_STOP_MAX_RUNS; i++)
+        if (strcmp (name, s_stop_names [i]) == 0)
+            return (worker_grade_stop_why_t) i;
+    return GRADE_STOP_NONE;
 }
 
 void

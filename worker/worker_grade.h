@@ -62,12 +62,66 @@ int worker_grade_reference (worker_outcome_t *out, const worker_grade_tensor_t *
 void worker_grade_timing (worker_timing_t *timing, double *samples_us, size_t n);
 
 //  The speedup: baseline median over candidate median (0 when either is
-//  missing). With lo and hi (may be NULL), a distribution-free interval at
-//  about 95%: the medians' order-statistic intervals of both, combined
-//  pessimistically (lo = base_lo / cand_hi, hi = base_hi / cand_lo).
-//  Samples are sorted in place.
+//  missing). With lo and hi (may be NULL), an interval at about 95%: each
+//  median's distribution-free order-statistic interval (n/2 -+ 0.98 sqrt n),
+//  their relative half-widths combined in quadrature on the log scale (the
+//  two medians vary independently). Samples are sorted in place.
 double worker_grade_speedup (double *cand_us, size_t ncand, double *base_us, size_t nbase,
                              double *lo, double *hi);
+
+//  --- adaptive timing: when timed runs may stop ---
+//  Timed runs go on until the speedup's ~95% interval (worker_grade_speedup)
+//  is tight enough or can no longer change the reward, within eval.timed
+//  runs and never fewer than a minimum (docs/results.md, "Timing"):
+//      precise   both ends of the interval within `precision` of the speedup
+//      clipped   the interval lies wholly at or above the reward's clip: the
+//                reward is the clip's whatever more runs say
+//      settled   the interval's upper end is at or below `floor`: the
+//                candidate is that much slower than the baseline, its reward
+//                (> 0, a failure's is <= 0) within `floor` of zero either way
+//      max_runs  eval.timed runs made
+#define WORKER_GRADE_STOP_MIN        5       //  timed runs before any stop
+#define WORKER_GRADE_STOP_PRECISION  0.01    //  +-1% relative
+#define WORKER_GRADE_STOP_FLOOR      0.05    //  20x slower than the baseline
+
+typedef enum {
+    GRADE_STOP_NONE = 0,        //  go on
+    GRADE_STOP_PRECISE,
+    GRADE_STOP_CLIPPED,
+    GRADE_STOP_SETTLED,
+    GRADE_STOP_MAX_RUNS
+} worker_grade_stop_why_t;
+
+//  The rule and where it stands.
+typedef struct {
+    uint32_t min_runs;          //  never fewer (capped at max_runs)
+    uint32_t max_runs;          //  never more: eval.timed
+    double precision;           //  relative half-width that is tight enough
+    double clip;                //  the reward's clip (reward.clip); 0: none
+    double floor;               //  speedup at or below which the reward is settled; 0: never
+    uint32_t next_check;        //  runs at which the interval is next looked at (after min_runs)
+} worker_grade_stop_t;
+
+//  The default rule for a job of max_runs timed runs and the reward's clip
+//  (its fields may be changed before the first check).
+void worker_grade_stop_init (worker_grade_stop_t *rule, uint32_t max_runs, double clip);
+
+//  After each timed run, with the n samples so far of both programs
+//  (microseconds, in any order; not modified): whether to stop and why.
+//  The interval is recomputed every run up to 32 runs, then after every
+//  ~6% more (so a long series costs O(n log^2 n), not O(n^2 log n)).
+worker_grade_stop_why_t worker_grade_stop_check (worker_grade_stop_t *rule, const double *cand_us,
+                                                 const double *base_us, uint32_t n);
+
+//  The rule on one interval (lo <= speedup <= hi), without the run counts:
+//  precise, clipped, settled or none (tests feed it synthetic intervals).
+worker_grade_stop_why_t worker_grade_stop_judge (const worker_grade_stop_t *rule, double lo,
+                                                 double speedup, double hi);
+
+//  "precise", "clipped", "settled", "max_runs" ("" for none); and back
+//  (GRADE_STOP_NONE for anything else).
+const char *worker_grade_stop_name (worker_grade_stop_why_t why);
+worker_grade_stop_why_t worker_grade_stop_from_name (const char *name);
 
 //  Who a run belonged to.
 typedef enum {

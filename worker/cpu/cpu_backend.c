@@ -651,22 +651,31 @@ s_timing (s_exec_t *ex)
         worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "out of memory for timing samples");
         goto done;
     }
-    uint32_t total = eval->warmup + eval->timed;
-    for (uint32_t i = 0; i < total; i++) {
+    //  Timed runs until the speedup is known well enough for the reward
+    //  (worker_grade_stop), eval.timed at most.
+    worker_grade_stop_t rule;
+    worker_grade_stop_init (&rule, eval->timed, ex->job->reward.clip);
+    worker_grade_stop_why_t why = GRADE_STOP_NONE;
+    uint32_t n = 0;
+    for (uint32_t i = 0; why == GRADE_STOP_NONE; i++) {
         uint64_t cns = 0, bns = 0;
         //  Alternate who goes first so neither always inherits a warm cache.
         if (s_timed_round (ex, ts, i, i % 2 == 0, &cns, &bns))
             goto done;
         if (i >= eval->warmup) {
-            cand_us [i - eval->warmup] = (double) cns / 1000.0;
-            base_us [i - eval->warmup] = (double) bns / 1000.0;
+            cand_us [n] = (double) cns / 1000.0;
+            base_us [n] = (double) bns / 1000.0;
+            n++;
+            why = worker_grade_stop_check (&rule, cand_us, base_us, n);
         }
     }
-    ex->out->speedup = worker_grade_speedup (cand_us, eval->timed, base_us, eval->timed,
+    ex->out->speedup = worker_grade_speedup (cand_us, n, base_us, n,
                                              &ex->out->speedup_lo, &ex->out->speedup_hi);
-    worker_grade_timing (&ex->out->candidate, cand_us, eval->timed);
-    worker_grade_timing (&ex->out->baseline, base_us, eval->timed);
+    worker_grade_timing (&ex->out->candidate, cand_us, n);
+    worker_grade_timing (&ex->out->baseline, base_us, n);
     ex->out->baseline_kind = ex->has_baseline? "baseline": "reference";
+    ex->out->timing_max = eval->timed;
+    ex->out->timing_stopped = worker_grade_stop_name (why);
     rc = 0;
 done:
     free (cand_us);

@@ -482,8 +482,24 @@ s_timing (json_t *array, worker_timing_t *timing)
     return timing->mean_us > 0? timing->std_us / timing->mean_us: 0;
 }
 
+//  The speedup's interval from the runner's samples (worker_grade_speedup).
 static void
-s_fill_outcome (worker_outcome_t *out, json_t *result)
+s_interval (json_t *cand, json_t *base, worker_outcome_t *out)
+{
+    size_t n = json_array_size (cand), m = json_array_size (base);
+    double *samples = n && m? malloc ((n + m) * sizeof (double)): NULL;
+    if (!samples)
+        return;
+    for (size_t i = 0; i < n; i++)
+        samples [i] = json_number_value (json_array_get (cand, i));
+    for (size_t i = 0; i < m; i++)
+        samples [n + i] = json_number_value (json_array_get (base, i));
+    worker_grade_speedup (samples, n, samples + n, m, &out->speedup_lo, &out->speedup_hi);
+    free (samples);
+}
+
+static void
+s_fill_outcome (worker_outcome_t *out, json_t *result, const cuda_plan_t *plan)
 {
     worker_status_t status = worker_status_from_name (json_string_value (json_object_get (result, "status")));
     const char *message = json_string_value (json_object_get (result, "message"));
@@ -509,6 +525,12 @@ s_fill_outcome (worker_outcome_t *out, json_t *result)
     double cv_base = s_timing (json_object_get (result, "baseline_us"), &out->baseline);
     out->speedup = status == STATUS_OK && out->candidate.n && out->candidate.median_us > 0
                  ? out->baseline.median_us / out->candidate.median_us: 0;
+    out->speedup_lo = out->speedup_hi = 0;
+    if (out->speedup > 0)
+        s_interval (json_object_get (result, "candidate_us"), json_object_get (result, "baseline_us"), out);
+    out->timing_max = plan->timed;
+    out->timing_stopped = out->candidate.n? worker_grade_stop_name (worker_grade_stop_from_name (
+                              json_string_value (json_object_get (result, "stopped")))): NULL;
     json_t *extra = json_object ();
     if (extra) {
         json_t *phases = json_object_get (result, "phases");
@@ -592,7 +614,7 @@ s_run_locked (cuda_backend_t *self, cuda_backend_job_t *prep, worker_outcome_t *
             recycle = fault = true;
         }
         else {
-            s_fill_outcome (out, result);
+            s_fill_outcome (out, result, prep->plan);
             if (json_is_true (json_object_get (result, "fatal")))
                 recycle = fault = true;
             json_decref (result);

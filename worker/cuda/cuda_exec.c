@@ -134,6 +134,7 @@ typedef struct {
     json_t *mismatches;         //  array
     double *samples [2];        //  candidate, baseline (us)
     uint32_t nsamples;          //  entries in each
+    worker_grade_stop_why_t stopped;    //  why timing stopped (none: not timed)
     double cand_gpu_s;          //  GPU time of every candidate launch sequence so far (its budget)
     uint64_t static_bytes;      //  candidate module's device memory
     uint32_t reloads;           //  trusted reloads done
@@ -1461,8 +1462,16 @@ cuda_exec_run (cuda_exec_t *self, const cuda_plan_t *plan,
         uint32_t ts = plan->timing_size;
         for (uint32_t w = 0; w < plan->warmup && job.status == STATUS_OK; w++)
             s_set (&job, ts, TRIAL_WARMUP + w, SET_WARMUP, "warm-up");
-        for (uint32_t r = 0; r < plan->timed && job.status == STATUS_OK; r++)
-            s_set (&job, ts, TRIAL_TIMED + r, SET_TIMED, "timed run");
+        //  Timed sets until the speedup is known well enough for the reward
+        //  (worker_grade_stop, the rule the plan carries), plan->timed at most.
+        worker_grade_stop_t rule;
+        worker_grade_stop_init (&rule, plan->timed, plan->stop_clip);
+        rule.min_runs = plan->stop_min < plan->timed? plan->stop_min: plan->timed;
+        rule.precision = plan->stop_precision;
+        rule.floor = plan->stop_floor;
+        for (uint32_t r = 0; r < plan->timed && job.stopped == GRADE_STOP_NONE && job.status == STATUS_OK; r++)
+            if (s_set (&job, ts, TRIAL_TIMED + r, SET_TIMED, "timed run") == 0)
+                job.stopped = worker_grade_stop_check (&rule, job.samples [0], job.samples [1], job.nsamples);
         //  A kernel that changes behaviour after many runs is caught here.
         if (job.status == STATUS_OK)
             s_set (&job, ts, TRIAL_FINAL, SET_CHECK, "re-check after timing");
@@ -1535,6 +1544,8 @@ done:
         "total_s", cuda_now () - t0,
         "static_bytes", (json_int_t) job.static_bytes, "reloads", (int) job.reloads,
         "reload", plan->reload);
+    if (result && job.stopped != GRADE_STOP_NONE && job.status == STATUS_OK)
+        json_object_set_new (result, "stopped", json_string (worker_grade_stop_name (job.stopped)));
     if (result && job.error_name [0])
         json_object_set_new (result, "error", json_string (job.error_name));
     if (result && profile)

@@ -66,7 +66,12 @@ typedef struct {
     double atol, rtol;              //  tolerance (integers: exactly as integers)
     bool exact;                     //  outputs must equal the reference's bit for bit
     uint32_t trials;                //  correctness trials per size
-    uint32_t warmup, timed;         //  timing runs
+    uint32_t warmup, timed;         //  timing runs (timed: at most)
+    //  Adaptive timing (worker_grade_stop): what the runner's rule needs.
+    uint32_t stop_min;              //  timed runs before any stop (timed: a fixed count)
+    double stop_precision;          //  relative half-width of the interval that ends timing (0: never)
+    double stop_clip;               //  the reward's clip: an interval at or above it ends timing (0: none)
+    double stop_floor;              //  an interval at or below this speedup ends timing (0: never)
     double timeout_s;               //  the candidate's budget of GPU time (eval.timeout; 0 = none)
     bool check_only;                //  no timing
     uint32_t timing_size;           //  index into sizes[] (not the task's index)

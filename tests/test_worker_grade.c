@@ -1,0 +1,171 @@
+/*  test_worker_grade - the grading core's timing statistics and the
+    adaptive timing rule, on synthetic samples (no runner, no clock).  */
+#include "testutil.h"
+#include "worker_grade.h"
+#include <math.h>
+
+//  A reproducible jitter in [-1, 1) (xorshift), so samples are noisy but fixed.
+static double
+s_jitter (uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *state = x;
+    return (double) (x >> 11) / 4503599627370496.0 - 1.0;
+}
+
+//  Feed pairs (candidate cand_us, baseline base_us, each with relative
+//  noise `noise`) to a rule of max runs until it stops; returns the runs
+//  made and the reason in *why.
+static uint32_t
+s_time (uint32_t max, double clip, double cand_us, double base_us, double noise,
+        worker_grade_stop_why_t *why)
+{
+    double *cand = calloc (max, sizeof (double)), *base = calloc (max, sizeof (double));
+    ck_assert (cand && base);
+    worker_grade_stop_t rule;
+    worker_grade_stop_init (&rule, max, clip);
+    uint64_t state = 0x9E3779B97F4A7C15ull;
+    uint32_t n = 0;
+    *why = GRADE_STOP_NONE;
+    while (*why == GRADE_STOP_NONE) {
+        ck_assert_uint_lt (n, max);
+        cand [n] = cand_us * (1 + noise * s_jitter (&state));
+        base [n] = base_us * (1 + noise * s_jitter (&state));
+        double last = cand [n];
+        n++;
+        *why = worker_grade_stop_check (&rule, cand, base, n);
+        //  The samples are the caller's: left in the order they came.
+        ck_assert_double_eq (cand [n - 1], last);
+    }
+    free (cand);
+    free (base);
+    return n;
+}
+
+START_TEST (test_stable_samples_stop_precise_well_before_the_maximum)
+{
+    worker_grade_stop_why_t why;
+    //  0.2% noise on both: +-1% is reached within a few runs past the minimum.
+    uint32_t n = s_time (1000, 2.0, 100.0, 150.0, 0.002, &why);
+    ck_assert_int_eq (why, GRADE_STOP_PRECISE);
+    ck_assert_uint_ge (n, WORKER_GRADE_STOP_MIN);
+    ck_assert_uint_le (n, 20);
+}
+END_TEST
+
+START_TEST (test_noisier_samples_take_more_runs)
+{
+    worker_grade_stop_why_t quiet, noisy;
+    uint32_t n_quiet = s_time (1000, 2.0, 100.0, 120.0, 0.002, &quiet);
+    uint32_t n_noisy = s_time (1000, 2.0, 100.0, 120.0, 0.05, &noisy);
+    ck_assert_int_eq (quiet, GRADE_STOP_PRECISE);
+    ck_assert_uint_gt (n_noisy, n_quiet);
+    //  +-5% noise still ends within the maximum, precise.
+    ck_assert_int_eq (noisy, GRADE_STOP_PRECISE);
+    //  Too noisy for 50 runs: the maximum ends it.
+    worker_grade_stop_why_t why;
+    ck_assert_uint_eq (s_time (50, 2.0, 100.0, 120.0, 0.5, &why), 50);
+    ck_assert_int_eq (why, GRADE_STOP_MAX_RUNS);
+}
+END_TEST
+
+START_TEST (test_a_clipped_or_settled_reward_stops_at_the_minimum)
+{
+    worker_grade_stop_why_t why;
+    //  10x faster than the baseline, clip 2: the reward is 2 whatever comes.
+    ck_assert_uint_eq (s_time (1000, 2.0, 10.0, 100.0, 0.1, &why), WORKER_GRADE_STOP_MIN);
+    ck_assert_int_eq (why, GRADE_STOP_CLIPPED);
+    //  100x slower: settled below the floor, even noisy.
+    ck_assert_uint_eq (s_time (1000, 2.0, 10000.0, 100.0, 0.2, &why), WORKER_GRADE_STOP_MIN);
+    ck_assert_int_eq (why, GRADE_STOP_SETTLED);
+    //  Without a clip a fast kernel is timed until precise.
+    s_time (1000, 0.0, 10.0, 100.0, 0.002, &why);
+    ck_assert_int_eq (why, GRADE_STOP_PRECISE);
+}
+END_TEST
+
+START_TEST (test_never_fewer_than_the_minimum_nor_more_than_the_maximum)
+{
+    worker_grade_stop_why_t why;
+    //  Identical samples: precise from the first run, still the minimum is made.
+    ck_assert_uint_eq (s_time (1000, 2.0, 100.0, 100.0, 0.0, &why), WORKER_GRADE_STOP_MIN);
+    ck_assert_int_eq (why, GRADE_STOP_PRECISE);
+    //  A maximum under the minimum: exactly the maximum.
+    ck_assert_uint_eq (s_time (3, 2.0, 100.0, 100.0, 0.0, &why), 3);
+    ck_assert_int_eq (why, GRADE_STOP_MAX_RUNS);
+    ck_assert_uint_eq (s_time (1, 2.0, 100.0, 100.0, 0.0, &why), 1);
+    ck_assert_int_eq (why, GRADE_STOP_MAX_RUNS);
+}
+END_TEST
+
+START_TEST (test_the_rule_on_intervals)
+{
+    worker_grade_stop_t rule;
+    worker_grade_stop_init (&rule, 100, 2.0);
+    ck_assert_int_eq (worker_grade_stop_judge (&rule, 0.995, 1.0, 1.01), GRADE_STOP_PRECISE);
+    ck_assert_int_eq (worker_grade_stop_judge (&rule, 0.98, 1.0, 1.005), GRADE_STOP_NONE);
+    ck_assert_int_eq (worker_grade_stop_judge (&rule, 0.995, 1.0, 1.02), GRADE_STOP_NONE);
+    ck_assert_int_eq (worker_grade_stop_judge (&rule, 2.0, 3.0, 9.0), GRADE_STOP_CLIPPED);
+    ck_assert_int_eq (worker_grade_stop_judge (&rule, 1.9, 3.0, 9.0), GRADE_STOP_NONE);
+    ck_assert_int_eq (worker_grade_stop_judge (&rule, 0.001, 0.01, 0.05), GRADE_STOP_SETTLED);
+    ck_assert_int_eq (worker_grade_stop_judge (&rule, 0.001, 0.01, 0.051), GRADE_STOP_NONE);
+    //  Nothing to judge: go on (the maximum ends it).
+    ck_assert_int_eq (worker_grade_stop_judge (&rule, 0, 0, 0), GRADE_STOP_NONE);
+    ck_assert_int_eq (worker_grade_stop_judge (&rule, NAN, 1.0, 1.0), GRADE_STOP_NONE);
+    ck_assert_int_eq (worker_grade_stop_judge (&rule, 1.0, 1.0, INFINITY), GRADE_STOP_NONE);
+    ck_assert_int_eq (worker_grade_stop_judge (&rule, 1.1, 1.0, 1.0), GRADE_STOP_NONE);
+    //  The defaults, as documented.
+    ck_assert_uint_eq (rule.min_runs, 5);
+    ck_assert_double_eq (rule.precision, 0.01);
+    ck_assert_double_eq (rule.floor, 0.05);
+    ck_assert_double_eq (rule.clip, 2.0);
+}
+END_TEST
+
+START_TEST (test_stop_names)
+{
+    const char *names [] = { "precise", "clipped", "settled", "max_runs" };
+    for (int i = 0; i < 4; i++) {
+        worker_grade_stop_why_t why = worker_grade_stop_from_name (names [i]);
+        ck_assert_int_ne (why, GRADE_STOP_NONE);
+        ck_assert_str_eq (worker_grade_stop_name (why), names [i]);
+    }
+    ck_assert_int_eq (worker_grade_stop_from_name ("sometime"), GRADE_STOP_NONE);
+    ck_assert_int_eq (worker_grade_stop_from_name (NULL), GRADE_STOP_NONE);
+    ck_assert_str_eq (worker_grade_stop_name (GRADE_STOP_NONE), "");
+    ck_assert_str_eq (worker_grade_stop_name ((worker_grade_stop_why_t) 99), "");
+}
+END_TEST
+
+START_TEST (test_speedup_interval_holds_the_speedup)
+{
+    double cand [9], base [9];
+    for (int i = 0; i < 9; i++) {
+        cand [i] = 100 + i;
+        base [i] = 200 + 2 * i;
+    }
+    double lo, hi;
+    double s = worker_grade_speedup (cand, 9, base, 9, &lo, &hi);
+    ck_assert_double_eq_tol (s, 208.0 / 104.0, 1e-12);
+    ck_assert (lo > 0 && lo <= s && s <= hi);
+}
+END_TEST
+
+int
+main (void)
+{
+    Suite *suite = suite_create ("worker_grade");
+    TCase *tc = tcase_create ("timing");
+    tcase_add_test (tc, test_stable_samples_stop_precise_well_before_the_maximum);
+    tcase_add_test (tc, test_noisier_samples_take_more_runs);
+    tcase_add_test (tc, test_a_clipped_or_settled_reward_stops_at_the_minimum);
+    tcase_add_test (tc, test_never_fewer_than_the_minimum_nor_more_than_the_maximum);
+    tcase_add_test (tc, test_the_rule_on_intervals);
+    tcase_add_test (tc, test_stop_names);
+    tcase_add_test (tc, test_speedup_interval_holds_the_speedup);
+    suite_add_tcase (suite, tc);
+    return testutil_run_suite (suite);
+}
