@@ -1,6 +1,6 @@
 /*  bench_cuda - figures of the CUDA backend for docs/benchmarks.md.
 
-        bench_cuda [SECTION...]     sections: nvrtc runner overhead throughput repeat relu
+        bench_cuda [SECTION...]     sections: nvrtc runner overhead throughput repeat relu gen
                                     (default: all)
 
     Needs a GPU (kgym-cuda-runner), except `nvrtc`. Every figure is printed
@@ -9,6 +9,8 @@
 */
 #include "kgym_config.h"
 #include "common_task.h"
+#include "common_init.h"
+#include "common_dtype.h"
 #include "worker_outcome.h"
 #include "cuda_backend.h"
 #include "cuda_nvrtc.h"
@@ -361,13 +363,70 @@ s_relu (void)
     worker_cache_destroy (&cache);
 }
 
+//  Input generation on the GPU (kgym_fill, kgym_check_gen) at memory
+//  scale: a check-only job over one big input whose programs do almost
+//  nothing, so the correctness phase is generation. Per trial: the
+//  candidate's inputs generated (a write of N elements), checked against
+//  their regeneration (a read, generating again), the reference's
+//  generated again (a write): three passes of the generator.
+static void
+s_gen (void)
+{
+    struct { const char *dtype, *dist; } cases [] = {
+        { "f32", "normal" }, { "f32", "uniform" }, { "f16", "normal" }, { "bf16", "uniform" },
+        { "f64", "normal" }, { "i32", "randint" },
+    };
+    const long long n = 1ll << 28;          //  1 GiB of f32
+    const int trials = 10;
+    worker_cache_t *cache = s_cache ("gen");
+    cuda_backend_t *cuda = s_backend (cache, false);
+    const char *src = "extern \"C\" __global__ void one(const void *x, float *y) { y[0] = 1.0f; }\n";
+    for (size_t c = 0; c < sizeof cases / sizeof cases [0]; c++) {
+        json_t *task = json_pack ("{s:s, s:s, s:[{s:s, s:s, s:s, s:[s], s:{s:s}}, {s:s, s:s, s:s, s:[i]}], "
+                                  "s:[{s:I}], s:{s:f, s:f}, s:{s:s, s:[{s:s, s:[i,i,i], s:[i,i,i]}]}}",
+            "name", "gen", "backend", "cuda",
+            "args", "name", "x", "kind", "input", "dtype", cases [c].dtype, "shape", "N", "init",
+                    "dist", cases [c].dist,
+                    "name", "y", "kind", "output", "dtype", "f32", "shape", 1,
+            "sizes", "N", (json_int_t) n, "tolerance", "atol", 0.0, "rtol", 0.0,
+            "reference", "source", src, "launches", "kernel", "one", "grid", 1, 1, 1, "block", 1, 1, 1);
+        json_t *cand = json_pack ("{s:s, s:[{s:s, s:[i,i,i], s:[i,i,i]}]}", "source", src,
+                                  "launches", "kernel", "one", "grid", 1, 1, 1, "block", 1, 1, 1);
+        json_t *eval = json_pack ("{s:i, s:b, s:b, s:f}", "trials", trials, "check_only", 1, "profile", 0,
+                                  "timeout", 120.0);
+        worker_outcome_t out;
+        s_grade (cuda, task, cand, eval, 1, &out, NULL);            //  warm: compile, allocate
+        worker_outcome_clear (&out);
+        s_grade (cuda, task, cand, eval, 2, &out, NULL);
+        json_t *phases = out.extra? json_object_get (out.extra, "gpu_phases"): NULL;
+        double check_s = json_number_value (json_object_get (phases, "check_s"));
+        double per_pass = check_s / trials / 3;
+        common_init_t init = { INIT_NORMAL, 0, 1 };
+        common_init_dist_parse (cases [c].dist, &init.dist);
+        common_dtype_t dtype = common_dtype_parse (cases [c].dtype);
+        double gbs = per_pass > 0? (double) n * (double) common_dtype_size (dtype) / per_pass / 1e9: 0;
+        printf ("gen %-4s %-7s %lld elements: %s; %.2f ms per set (3 passes), %.2f ms per pass = %.1f "
+                "Gelem/s, %.0f GB/s of tensor (%s path)\n", cases [c].dtype, cases [c].dist, n,
+                worker_status_name (out.status), check_s / trials * 1e3, per_pass * 1e3,
+                per_pass > 0? (double) n / per_pass / 1e9: 0, gbs,
+                common_init_float_path (&init, dtype)? "float": "double");
+        printf ("BENCH gen_%s_%s_gbs %.0f\n", cases [c].dtype, cases [c].dist, gbs);
+        worker_outcome_clear (&out);
+        json_decref (task);
+        json_decref (cand);
+        json_decref (eval);
+    }
+    cuda_backend_destroy (&cuda);
+    worker_cache_destroy (&cache);
+}
+
 int
 main (int argc, char **argv)
 {
     setvbuf (stdout, NULL, _IOLBF, 0);
     struct { const char *name; void (*fn) (void); } sections [] = {
         { "nvrtc", s_nvrtc }, { "runner", s_runner }, { "overhead", s_overhead },
-        { "throughput", s_throughput }, { "repeat", s_repeat }, { "relu", s_relu },
+        { "throughput", s_throughput }, { "repeat", s_repeat }, { "relu", s_relu }, { "gen", s_gen },
     };
     size_t n = sizeof sections / sizeof sections [0];
     for (size_t i = 0; i < n; i++) {

@@ -1,9 +1,14 @@
 /*  common_init - the init distributions of input tensors.
 
-    Each value is a pure function of (seed, stream, index): one Philox block
-    (kgym_random_words) per element, so any element can be regenerated alone,
-    on the host or on the GPU, and a parallel fill gives the same bits as a
-    serial one. The GPU runner must use the same formulas:
+    Each value is a pure function of (seed, stream, index), so any element
+    can be regenerated alone, on the host or on the GPU, and a parallel fill
+    gives the same bits as a serial one. The GPU runner uses the same
+    formulas (cuda_kernels.c; the float ones are common_philox.h's, shared):
+    normal and uniform inputs of f32, f16 and bf16 ("float path"): one
+    Philox block per four elements, element i is value i % 4 of block i / 4
+    (kgym_init4f: Box-Muller in float, or low + (high - low) * u in float),
+    rounded to f16/bf16 from float; every other (dtype, distribution), one
+    Philox block (kgym_random_words) per element, in double:
         normal   u1 = 1 - u01(w0, w1) in (0, 1], u2 = u01(w2, w3),
                  mean + std * sqrt(-2 ln u1) * cos(2 pi u2)
         uniform  low + (high - low) * u01(w0, w1)
@@ -13,8 +18,15 @@
 */
 #include "common_init.h"
 #include "common_philox.h"
+#include <float.h>
 #include <math.h>
 #include <string.h>
+
+//  The float path's bit-for-bit agreement with the GPU needs every float
+//  operation rounded to float (SSE, not x87's wider registers).
+#if !defined (FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
+#  error "common_init needs FLT_EVAL_METHOD 0 (float arithmetic in float)"
+#endif
 
 static const char *s_names [] = {
     [INIT_NORMAL]  = "normal",
@@ -47,9 +59,31 @@ common_init_dist_name (common_init_dist_t dist)
     return s_names [dist];
 }
 
-double
-common_init_value (const common_init_t *init, uint64_t seed, uint64_t stream, uint64_t index)
+bool
+common_init_float_path (const common_init_t *init, common_dtype_t dtype)
 {
+    return (dtype == DTYPE_F32 || dtype == DTYPE_F16 || dtype == DTYPE_BF16)
+        && (init->dist == INIT_NORMAL || init->dist == INIT_UNIFORM);
+}
+
+//  The four float values of block b.
+static void
+s_block4 (const common_init_t *init, uint64_t seed, uint64_t stream, uint64_t block, float v [4])
+{
+    uint32_t w [4];
+    kgym_random_words (seed, stream, block, w);
+    kgym_init4f (init->dist == INIT_NORMAL, (float) init->p0, (float) init->p1, w, v);
+}
+
+double
+common_init_value (const common_init_t *init, common_dtype_t dtype, uint64_t seed, uint64_t stream,
+                   uint64_t index)
+{
+    if (common_init_float_path (init, dtype)) {
+        float v [4];
+        s_block4 (init, seed, stream, index / 4, v);
+        return v [index % 4];
+    }
     uint32_t w [4];
     switch (init->dist) {
         case INIT_NORMAL: {
@@ -86,8 +120,25 @@ void
 common_init_fill (const common_init_t *init, common_dtype_t dtype, void *buf,
                   size_t count, uint64_t seed, uint64_t stream)
 {
-    for (size_t i = 0; i < count; i++)
-        common_dtype_set (dtype, buf, i, common_init_value (init, seed, stream, i));
+    if (!common_init_float_path (init, dtype)) {
+        for (size_t i = 0; i < count; i++)
+            common_dtype_set (dtype, buf, i, common_init_value (init, dtype, seed, stream, i));
+        return;
+    }
+    uint8_t *bytes = buf;
+    for (size_t block = 0; block * 4 < count; block++) {
+        float v [4];
+        s_block4 (init, seed, stream, block, v);
+        for (size_t k = 0; k < 4 && block * 4 + k < count; k++) {
+            size_t i = block * 4 + k;
+            if (dtype == DTYPE_F32)
+                memcpy (bytes + i * 4, &v [k], 4);
+            else {
+                uint16_t h = dtype == DTYPE_F16? common_f32_to_f16 (v [k]): common_f32_to_bf16 (v [k]);
+                memcpy (bytes + i * 2, &h, 2);
+            }
+        }
+    }
 }
 
 void

@@ -3,16 +3,21 @@
     A value depends only on (seed, stream, index) through common_philox, so
     inputs are regenerated instead of stored, on the host or on the GPU.
     Distributions and their parameters (JSON keys in parentheses):
-        normal  (mean=0, std=1)       Box-Muller on two 53-bit uniforms
+        normal  (mean=0, std=1)       Box-Muller
         uniform (low=0, high=1)       low + (high-low)*u
         randint (low=0, high=10)      integer in [low, high)
         zeros, ones
         arange  (start=0, step=1)     start + step*index (no randomness)
-    Integer dtypes round (nearest) and saturate; see common_dtype_set.
+    normal and uniform of f32, f16 and bf16 take the float path: in float
+    arithmetic, four elements per Philox block (24-bit uniforms), which the
+    GPU generates at memory speed; every other pair in double, one block
+    per element (53-bit uniforms). Integer dtypes round (nearest) and
+    saturate; see common_dtype_set.
 */
 #ifndef COMMON_INIT_H
 #define COMMON_INIT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "common_dtype.h"
@@ -32,8 +37,13 @@ typedef struct {
 int common_init_dist_parse (const char *name, common_init_dist_t *dist);
 const char *common_init_dist_name (common_init_dist_t dist);
 
-//  The value of element index (before rounding to the dtype).
-double common_init_value (const common_init_t *init, uint64_t seed, uint64_t stream, uint64_t index);
+//  True when init of dtype takes the float path (four elements per block).
+bool common_init_float_path (const common_init_t *init, common_dtype_t dtype);
+
+//  The value of element index of a dtype tensor (before rounding to the
+//  dtype: common_dtype_set gives its bits; on the float path a float).
+double common_init_value (const common_init_t *init, common_dtype_t dtype, uint64_t seed,
+                          uint64_t stream, uint64_t index);
 
 //  Fill count elements of buf (dtype) with the distribution's values.
 void common_init_fill (const common_init_t *init, common_dtype_t dtype, void *buf,

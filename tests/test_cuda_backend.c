@@ -221,7 +221,7 @@ s_copy_task (const char *dtype, json_t *init, const char *ctype)
         "args", "name", "x", "kind", "input", "dtype", dtype, "shape", "N", "init", init,
                 "name", "y", "kind", "output", "dtype", dtype, "shape", "N",
                 "name", "N", "kind", "scalar", "dtype", "i32", "value", "N",
-        "sizes", "N", 1000,
+        "sizes", "N", 1003,
         "tolerance", "atol", 0.0, "rtol", 0.0,
         "reference", "source", src, "launches", "kernel", "copy", "grid", "cdiv(N,256)", 1, 1,
                      "block", 256, 1, 1);
@@ -229,9 +229,13 @@ s_copy_task (const char *dtype, json_t *init, const char *ctype)
 
 START_TEST (test_gpu_inputs_match_host_generator)
 {
-    //  A candidate that writes zeros: the mismatches it earns carry the
-    //  expected values, i.e. the inputs the GPU generated, which must equal
-    //  common_init_value + common_dtype_set on the host.
+    //  A candidate that writes zeros at the first eight elements (two whole
+    //  blocks of the float path), or at the last three (N = 1003: its
+    //  partial last block), and copies the rest: the mismatches it earns
+    //  carry the expected values, i.e. the inputs the GPU generated, which
+    //  must equal common_init_value + common_dtype_set on the host. (Every
+    //  correctness set also checks each input against kgym_check_gen's
+    //  regeneration, so a job passes only when the two kernels agree.)
     struct { const char *dtype, *ctype; common_dtype_t dt; common_init_t init; const char *dist; } cases [] = {
         { "f32", "float", DTYPE_F32, { INIT_NORMAL, 0.5, 2.0 }, "normal" },
         { "f16", "unsigned short", DTYPE_F16, { INIT_UNIFORM, -3, 5 }, "uniform" },
@@ -243,7 +247,9 @@ START_TEST (test_gpu_inputs_match_host_generator)
     };
     cuda_backend_t *cuda = s_backend (false, 0);
     uint64_t seed = 0x1234567890ABCDEFull;
-    for (size_t c = 0; c < sizeof cases / sizeof cases [0]; c++) {
+    for (size_t v = 0; v < 2 * sizeof cases / sizeof cases [0]; v++) {
+        size_t c = v / 2;
+        bool at_tail = v % 2;
         json_t *init = json_object ();
         json_object_set_new (init, "dist", json_string (cases [c].dist));
         const char *k0 = cases [c].init.dist == INIT_NORMAL? "mean": cases [c].init.dist == INIT_ARANGE? "start": "low";
@@ -253,8 +259,9 @@ START_TEST (test_gpu_inputs_match_host_generator)
         json_t *task = s_copy_task (cases [c].dtype, init, cases [c].ctype);
         char src [256];
         snprintf (src, sizeof src, "extern \"C\" __global__ void copy(const %s *x, %s *y, int N)\n"
-                  "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < N) y[i] = 0; }\n",
-                  cases [c].ctype, cases [c].ctype);
+                  "{ int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                  "  if (i < N) y[i] = %s? (%s) 0: x[i]; }\n",
+                  cases [c].ctype, cases [c].ctype, at_tail? "i >= N - 3": "i < 8", cases [c].ctype);
         json_t *cand = json_pack ("{s:s, s:[{s:s, s:[s,i,i], s:[i,i,i]}]}", "source", src,
                                   "launches", "kernel", "copy", "grid", "cdiv(N,256)", 1, 1, "block", 256, 1, 1);
         json_t *eval = json_pack ("{s:i, s:b}", "trials", 1, "check_only", 1);
@@ -263,11 +270,15 @@ START_TEST (test_gpu_inputs_match_host_generator)
         ck_assert_msg (out.status == STATUS_INCORRECT, "%s: %s %s", cases [c].dtype,
                        worker_status_name (out.status), out.message);
         ck_assert_uint_gt (out.nmismatches, 0);
+        for (size_t m = 0; m < out.nmismatches; m++)
+            ck_assert_msg (at_tail? out.mismatches [m].index >= 1000: out.mismatches [m].index < 8,
+                           "%s: mismatch at %llu", cases [c].dtype, (unsigned long long) out.mismatches [m].index);
         uint64_t stream = kgym_stream (0, 0, 0);
         for (size_t m = 0; m < out.nmismatches; m++) {
             uint8_t buf [8];
             common_dtype_set (cases [c].dt, buf, 0,
-                              common_init_value (&cases [c].init, seed, stream, out.mismatches [m].index));
+                              common_init_value (&cases [c].init, cases [c].dt, seed, stream,
+                                                 out.mismatches [m].index));
             double want = common_dtype_get (cases [c].dt, buf, 0);
             //  f64 keeps the last bits of log/cos, where CUDA's libm and glibc may differ by an ulp.
             double slack = cases [c].dt == DTYPE_F64? 1e-15 * fabs (want): 0.0;

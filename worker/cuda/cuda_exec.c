@@ -816,6 +816,14 @@ s_poison (job_t *job, CUdeviceptr ptr, common_dtype_t dtype, uint64_t count, uin
     }
 }
 
+//  Threads' work items of a generation (kgym_fill, kgym_check_gen): one
+//  per element, or per four on common_init's float path.
+static uint64_t
+s_gen_items (const common_init_t *init, common_dtype_t dtype, uint64_t count)
+{
+    return common_init_float_path (init, dtype)? (count + 3) / 4: count;
+}
+
 static CUresult
 s_fill (job_t *job, CUdeviceptr ptr, uint32_t a, uint64_t count, uint64_t stream)
 {
@@ -824,7 +832,7 @@ s_fill (job_t *job, CUdeviceptr ptr, uint32_t a, uint64_t count, uint64_t stream
     double p0 = arg->init.p0, p1 = arg->init.p1;
     uint64_t seed = job->plan->seed;
     void *params [] = { &ptr, &count, &dt, &dist, &p0, &p1, &seed, &stream };
-    return s_internal (job->ex, job->trusted.k.fill, count, params);
+    return s_internal (job->ex, job->trusted.k.fill, s_gen_items (&arg->init, arg->dtype, count), params);
 }
 
 //  Buffers program p works on.
@@ -982,7 +990,7 @@ s_describe (job_t *job, const check_t *check, uint32_t s, uint32_t trial, uint64
         uint64_t stream = s_stream_id (size->index, trial, check->arg);
         for (uint64_t i = 0; i < n; i++)
             common_dtype_set (arg->dtype, want, i,
-                              common_init_value (&arg->init, plan->seed, stream, first + i));
+                              common_init_value (&arg->init, arg->dtype, plan->seed, stream, first + i));
     }
     else {
         CUdeviceptr expected = arg->kind == ARG_INOUT? job->rin [check->arg]: job->rout [check->arg];
@@ -1024,7 +1032,8 @@ s_queue_input_checks (job_t *job, uint32_t s, uint32_t trial, check_t *checks, u
         double p0 = arg->init.p0, p1 = arg->init.p1;
         uint64_t seed = plan->seed, stream = s_stream_id (size->index, trial, a);
         void *params [] = { &job->cand [a], &count, &dt, &dist, &p0, &p1, &seed, &stream, &slot };
-        CK (job, WHO_US, s_internal (job->ex, job->trusted.k.check_gen, count, params), "kgym_check_gen");
+        CK (job, WHO_US, s_internal (job->ex, job->trusted.k.check_gen,
+                                     s_gen_items (&arg->init, arg->dtype, count), params), "kgym_check_gen");
         checks [*n].arg = a;
         checks [*n].input = true;
         (*n)++;
