@@ -278,12 +278,14 @@ s_repeat (void)
         snprintf (file, sizeof file, "candidates/%s.json", cases [c][1]);
         json_t *cand = s_load (cases [c][0], file);
         double sp [3], med [3], cv [3];
+        unsigned runs [3];
         for (int r = 0; r < 3; r++) {
             worker_outcome_t out;
             s_grade (cuda, task, cand, eval, (uint64_t) r + 100, &out, NULL);
             sp [r] = out.speedup;
             med [r] = out.candidate.median_us;
             cv [r] = out.candidate.mean_us > 0? out.candidate.std_us / out.candidate.mean_us: 0;
+            runs [r] = out.candidate.n;
             worker_outcome_clear (&out);
         }
         double lo = fmin (sp [0], fmin (sp [1], sp [2])), hi = fmax (sp [0], fmax (sp [1], sp [2]));
@@ -291,8 +293,8 @@ s_repeat (void)
         if (med [0] >= 50 && spread > worst)
             worst = spread;
         printf ("repeat %-12s %-10s candidate median %.1f/%.1f/%.1f us (cv %.3f), speedup %.3f/%.3f/%.3f, "
-                "spread %.1f%%\n", cases [c][0], cases [c][1], med [0], med [1], med [2], cv [0],
-                sp [0], sp [1], sp [2], spread);
+                "spread %.1f%%, timed runs %u/%u/%u of 100 (adaptive)\n", cases [c][0], cases [c][1],
+                med [0], med [1], med [2], cv [0], sp [0], sp [1], sp [2], spread, runs [0], runs [1], runs [2]);
         json_decref (task);
         json_decref (cand);
     }
@@ -348,10 +350,12 @@ s_relu (void)
             wall += t_new;
         char *phases = out.extra? json_dumps (json_object_get (out.extra, "gpu_phases"), JSON_COMPACT): NULL;
         printf ("relu 4096x393216 f32 %s: %s in %.2f s (backend start %.2f s, compile %.2f s, run %.2f s); "
-                "candidate median %.1f us, reference %.1f us, speedup %.3f; runner phases %s; %s\n",
+                "candidate median %.1f us, reference %.1f us, speedup %.3f [%.3f, %.3f], %u of %u timed runs "
+                "(%s); runner phases %s; %s\n",
                 run? "warm": "cold", worker_status_name (out.status), wall, run? 0: t_new, out.compile_s,
-                out.run_s, out.candidate.median_us, out.baseline.median_us, out.speedup,
-                phases? phases: "{}", out.message);
+                out.run_s, out.candidate.median_us, out.baseline.median_us, out.speedup, out.speedup_lo,
+                out.speedup_hi, out.candidate.n, out.timing_max,
+                out.timing_stopped? out.timing_stopped: "-", phases? phases: "{}", out.message);
         printf ("BENCH relu_%s_s %.2f\n", run? "warm": "cold", wall);
         free (phases);
         worker_outcome_clear (&out);

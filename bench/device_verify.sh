@@ -4,10 +4,14 @@
 #   more GPUs, the multi-GPU scaling run. Binaries come from a build copied by
 #   bench/device_stage.sh into .devbuild; libraries from .devlibs (see
 #   ../shared/device/README.md). Logs go to $OUT.
-#   bench/device_verify.sh [tests] [profile] [demo] [bench] [scaling] [ops] [pool]
+#   bench/device_verify.sh [tests] [profile] [demo] [bench] [scaling] [ops] [pool] [throughput]
 #   (ops: broker and CUDA workers with metrics, the examples twice, the admin's view)
 #   (pool: the PyTorch pool through kgym eval, bench/pytorch_pool.sh; POOL_TASKS picks tasks)
 #   (profile: the profiler's cases, then the whole gpu suite, with per-case output)
+#   (throughput, issue #15: GPU inputs equal the host's float generator (CK_RUN_CASE=gen),
+#    bench_cuda gen relu repeat, then bench/stream.sh: STREAM_JOBS (default 400) distinct
+#    candidates through a broker and one CUDA worker, the mix, the mix with a 100x slow
+#    candidate, and the old pools; docs/benchmarks.md "A GPU that never waits")
 set -u
 export LD_LIBRARY_PATH=$PWD/.devlibs/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 B=$PWD/.devbuild
@@ -36,5 +40,14 @@ for step in $steps; do
         ops)     OUT=$OUT bench/gpu_ops.sh $B 2>&1 | tee $OUT/ops.log ;;
         pool)    KGYM=$B/client/kgym OUT=$OUT bench/pytorch_pool.sh ${POOL_TASKS:-} 2>&1 \
                      | tee $OUT/pool.log | tail -n 80 ;;
+        throughput)
+            (cd $B/tests && CK_RUN_CASE=gen CK_VERBOSITY=verbose timeout 120 ./test_cuda_backend) \
+                > $OUT/gen.log 2>&1
+            echo "gen case exit $?" >> $OUT/gen.log
+            grep -hE "exit [0-9]|Checks|:F:|:E:" $OUT/gen.log
+            timeout ${BENCH_LIMIT:-200} $B/bench/bench_cuda gen relu repeat 2>&1 | tee $OUT/bench_throughput.log \
+                | grep -E "^(gen|relu|repeat|BENCH)"
+            OUT=$OUT timeout ${STREAM_LIMIT:-300} bench/stream.sh $B cuda ${STREAM_JOBS:-400} 2>&1 \
+                | tee $OUT/stream.log | grep -E "^(backend|stream|mix|BENCH)" ;;
     esac
 done

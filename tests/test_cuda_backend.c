@@ -927,7 +927,6 @@ main (void)
     TCase *tc = tcase_create ("gpu");
     tcase_set_timeout (tc, 600);
     tcase_add_test (tc, test_selftest_probes_code_protection);
-    tcase_add_test (tc, test_gpu_inputs_match_host_generator);
     tcase_add_loop_test (tc, test_examples_get_expected_status, 0, (int) NTASKS);
     tcase_add_test (tc, test_timing_repeats_agree);
     tcase_add_test (tc, test_fresh_runner_per_job);
@@ -935,6 +934,11 @@ main (void)
     tcase_add_test (tc, test_memory_cap_makes_invalid);
     tcase_add_test (tc, test_ptx_candidates_and_signatures);
     suite_add_tcase (suite, tc);
+    //  GPU inputs equal the host's (CK_RUN_CASE=gen runs only this).
+    TCase *gen = tcase_create ("gen");
+    tcase_set_timeout (gen, 600);
+    tcase_add_test (gen, test_gpu_inputs_match_host_generator);
+    suite_add_tcase (suite, gen);
     //  The profiler on its own (CK_RUN_CASE=profile runs only these).
     TCase *prof = tcase_create ("profile");
     tcase_set_timeout (prof, 600);
