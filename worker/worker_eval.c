@@ -317,7 +317,8 @@ s_result (worker_eval_t *self, worker_job_t *wjob)
             json_object_set_new (timings, "speedup_ci", json_pack ("[f, f]", out->speedup_lo,
                                                                      out->speedup_hi));
         json_object_set_new (timings, "runs", json_integer ((json_int_t) out->candidate.n));
-        json_object_set_new (timings, "max_runs", json_integer ((json_int_t) out->timing_max));
+        json_object_set_new (timings, "max_runs", wjob->job? json_integer ((json_int_t) wjob->job->eval.timed)
+                                                  : json_null ());
         json_object_set_new (timings, "stopped", out->timing_stopped && *out->timing_stopped
                                                  ? json_string (out->timing_stopped): json_null ());
         json_object_set_new (result, "timings", timings);

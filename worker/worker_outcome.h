@@ -54,8 +54,8 @@ typedef struct {
     const char *baseline_kind;  //  "baseline" or "reference" (static string)
     double speedup;             //  baseline median / candidate median (0 = not timed)
     double speedup_lo, speedup_hi;  //  its ~95% interval (worker_grade_speedup; 0 = none)
-    uint32_t timing_max;        //  timed runs allowed (eval.timed; candidate.n were made)
-    const char *timing_stopped; //  why timing stopped (worker_grade_stop_name, static), NULL = not timed
+    const char *timing_stopped; //  why timing stopped (worker_grade_stop_name, static; candidate.n
+                                //  runs were made), NULL = not timed or a fixed count
     bool retried;               //  graded twice: the first verdict (timeout, a fault) was not kept
     double max_abs, max_rel;    //  largest errors seen over all checks
     worker_mismatch_t mismatches[WORKER_MISMATCH_KEEP];

@@ -674,7 +674,6 @@ s_timing (s_exec_t *ex)
     worker_grade_timing (&ex->out->candidate, cand_us, n);
     worker_grade_timing (&ex->out->baseline, base_us, n);
     ex->out->baseline_kind = ex->has_baseline? "baseline": "reference";
-    ex->out->timing_max = eval->timed;
     ex->out->timing_stopped = worker_grade_stop_name (why);
     rc = 0;
 done:

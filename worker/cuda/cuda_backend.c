@@ -499,7 +499,7 @@ s_interval (json_t *cand, json_t *base, worker_outcome_t *out)
 }
 
 static void
-s_fill_outcome (worker_outcome_t *out, json_t *result, const cuda_plan_t *plan)
+s_fill_outcome (worker_outcome_t *out, json_t *result)
 {
     worker_status_t status = worker_status_from_name (json_string_value (json_object_get (result, "status")));
     const char *message = json_string_value (json_object_get (result, "message"));
@@ -528,7 +528,6 @@ s_fill_outcome (worker_outcome_t *out, json_t *result, const cuda_plan_t *plan)
     out->speedup_lo = out->speedup_hi = 0;
     if (out->speedup > 0)
         s_interval (json_object_get (result, "candidate_us"), json_object_get (result, "baseline_us"), out);
-    out->timing_max = plan->timed;
     out->timing_stopped = out->candidate.n? worker_grade_stop_name (worker_grade_stop_from_name (
                               json_string_value (json_object_get (result, "stopped")))): NULL;
     json_t *extra = json_object ();
@@ -614,7 +613,7 @@ s_run_locked (cuda_backend_t *self, cuda_backend_job_t *prep, worker_outcome_t *
             recycle = fault = true;
         }
         else {
-            s_fill_outcome (out, result, prep->plan);
+            s_fill_outcome (out, result);
             if (json_is_true (json_object_get (result, "fatal")))
                 recycle = fault = true;
             json_decref (result);
