@@ -140,6 +140,7 @@ struct _broker_worker_t {
     int64_t since_us;           //  READY (monotonic)
     int64_t heard_us;           //  last message (monotonic)
     uint32_t capacity;          //  concurrent jobs it takes
+    double busy;                //  its latest HEARTBEAT's busy ratio, 0 to 1 (-1: none said yet)
     uint32_t pid;               //  its process id, for logs
     broker_worker_state_t state;//  from READY / HEARTBEAT, or DRAIN
     broker_backend_t *backend;  //  what it serves

@@ -189,11 +189,12 @@ s_answer_workers (broker_server_t *self)
             json_array_append_new (jobs, json_integer ((json_int_t) job->id));
         const char *state = s_kind_names [broker_worker_kind (worker)];
         json_array_append_new (list, json_pack (
-            "{s:o, s:o, s:o, s:o, s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:f, s:f}",
+            "{s:o, s:o, s:o, s:o, s:s, s:I, s:o, s:o, s:I, s:I, s:I, s:I, s:f, s:f}",
             "name", s_str_or_null (worker->name), "host", s_str_or_null (worker->host),
             "backend", s_str_or_null (worker->backend->name),
             "device", s_str_or_null (worker->device), "state", state,
             "capacity", (json_int_t) worker->capacity,
+            "busy", worker->busy >= 0? json_real (worker->busy): json_null (),
             "jobs", jobs, "done", (json_int_t) worker->done, "faults", (json_int_t) worker->faults,
             "bad_results", (json_int_t) worker->bad_results,
             "pid", (json_int_t) worker->pid, "since_s", (double) (now - worker->since_us) / 1e6,

@@ -111,6 +111,9 @@ s_handle_worker (broker_server_t *self, int64_t now)
     worker->heard_us = now;
     switch (msg->cmd) {
         case PROTO_HEARTBEAT:
+            //  Kept for `kgym workers`; the decoder has bounded it to 0..1.
+            if (msg->busy >= 0)
+                worker->busy = msg->busy;
             if (msg->state [0]) {
                 int state = broker_worker_state_parse (msg->state);
                 if (state < 0) {

@@ -171,6 +171,7 @@ broker_worker_ready (broker_server_t *self, proto_msg_t *msg, int64_t now)
     memcpy (backend->last_device, worker->model, sizeof (backend->last_device));
     worker->since_us = worker->heard_us = now;
     worker->capacity = msg->capacity;
+    worker->busy = -1;
     worker->pid = msg->pid;
     worker->state = (broker_worker_state_t) state;
     worker->backend = backend;

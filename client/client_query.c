@@ -55,7 +55,8 @@ static const s_command_t s_commands [] = {
     { "workers", "j",
       "usage: kgym workers --broker EP [--json]\n"
       "  one row per worker: name, host, backend, device, state, capacity, results, faults,\n"
-      "  uptime, jobs held (--json: one JSON object per line)\n" },
+      "  uptime, jobs held, busy (the share of its run slots' time its jobs held them lately,\n"
+      "  as its heartbeats say) (--json: one JSON object per line)\n" },
     { "stats", "jw",
       "usage: kgym stats --broker EP [--json] [--watch [SECONDS]]\n"
       "  queue by backend, jobs in flight, workers by state, rates, pass and cache hit rates\n"
@@ -549,19 +550,24 @@ s_print_workers (const s_options_t *opts, json_t *answer)
         return 0;
     }
     static const char *const headers [] = { "NAME", "HOST", "BACKEND", "DEVICE", "STATE", "CAP",
-                                            "DONE", "FAULTS", "UP", "JOBS" };
+                                            "DONE", "FAULTS", "UP", "JOBS", "BUSY" };
     static const char *const keys [] = { "name", "host", "backend", "device", "state", "capacity",
                                          "done", "faults" };
-    s_table_t table = { 10, 0, 0, NULL };
+    s_table_t table = { 11, 0, 0, NULL };
     s_table_row (&table, headers);
     json_array_foreach (list, i, worker) {
-        char cells [10][QUERY_CELL];
-        const char *row [10];
+        char cells [11][QUERY_CELL];
+        const char *row [11];
         for (size_t c = 0; c < 8; c++)
             row [c] = s_cell (json_object_get (worker, keys [c]), cells [c], QUERY_CELL);
         json_t *since = json_object_get (worker, "since_s");
         row [8] = json_is_number (since)? s_duration (json_number_value (since), cells [8], QUERY_CELL)
                                         : "-";
+        //  Its device's busy ratio, as its latest heartbeat said (none yet: -).
+        json_t *busy = json_object_get (worker, "busy");
+        if (json_is_number (busy))
+            snprintf (cells [10], QUERY_CELL, "%.0f%%", 100 * json_number_value (busy));
+        row [10] = json_is_number (busy)? cells [10]: "-";
         //  The jobs it holds: how many, then the first few ids.
         json_t *jobs = json_object_get (worker, "jobs");
         size_t njobs = json_is_array (jobs)? json_array_size (jobs): 0;

@@ -1353,7 +1353,37 @@ START_TEST (test_cancel_queries_groups_and_task_statistics)
     ck_assert_str_eq (json_string_value (json_object_get (w, "host")), "node-7");
     ck_assert_str_eq (json_string_value (json_object_get (w, "state")), "idle");
     ck_assert_int_eq (s_path_int (w, "done", NULL), 4);
+    //  No heartbeat has said its busy ratio yet.
+    ck_assert (json_is_null (json_object_get (w, "busy")));
     json_decref (answer);
+
+    //  A HEARTBEAT's busy ratio is kept; one out of 0..1 is refused and changes nothing.
+    proto_msg_t *beat = proto_msg_new (PROTO_HEARTBEAT);
+    beat->busy = 0.75;
+    ck_assert_int_eq (proto_msg_send (beat, worker), 0);
+    double busy = -1;
+    int64_t deadline = zclock_mono () + WAIT_MS;
+    while (busy != 0.75 && zclock_mono () < deadline) {
+        answer = s_query (client, json_pack ("{s:s}", "what", "workers"), 0);
+        json_t *value = json_object_get (json_array_get (json_object_get (answer, "workers"), 0), "busy");
+        busy = json_is_number (value)? json_number_value (value): -1;
+        json_decref (answer);
+    }
+    ck_assert_double_eq (busy, 0.75);
+    zmsg_t *raw = zmsg_new ();
+    const uint8_t sig [] = { 'K', 'G', 'Y', 'M', PROTO_VERSION, PROTO_HEARTBEAT };
+    zmsg_addmem (raw, sig, sizeof sig);
+    zmsg_addmem (raw, "\x81\xa4" "busy" "\xcb\x3f\xf8\x00\x00\x00\x00\x00\x00", 15);     //  1.5
+    ck_assert_int_eq (zmsg_send (&raw, worker), 0);
+    msg = s_expect (worker, PROTO_ERROR);
+    ck_assert_uint_eq (msg->code, PROTO_ERR_MALFORMED);
+    ck_assert_msg (strstr (msg->reason, "'busy' is not between 0 and 1"), "reason: %s", msg->reason);
+    proto_msg_destroy (&msg);
+    answer = s_query (client, json_pack ("{s:s}", "what", "workers"), 0);
+    w = json_array_get (json_object_get (answer, "workers"), 0);
+    ck_assert_double_eq (json_number_value (json_object_get (w, "busy")), 0.75);
+    json_decref (answer);
+    proto_msg_destroy (&beat);
 
     //  Header strings that are not UTF-8 (a tag, a group) still answer.
     uint64_t odd = s_submit_job (client, 9, s_job_frame ("gelu", "u", 1, NULL), "t\xff", "g\xfe", 0, "");

@@ -631,20 +631,31 @@ START_TEST (test_kgym_binary_commands)
     free (out);
     free (err);
 
-    //  workers, as JSON lines and as a table.
-    rc = testutil_kgym (s_dir, &out, &err, "workers", "--broker", s_clients, "--json", NULL);
-    ck_assert_msg (rc == 0, "kgym workers exited %d: %s", rc, err);
-    lines = s_json_lines (out);
-    json_t *worker = s_line_with (lines, "name", "q-cli");
-    ck_assert_msg (worker != NULL, "kgym workers --json: %s", out);
-    ck_assert (json_is_string (json_object_get (worker, "host")));
-    ck_assert (json_is_string (json_object_get (worker, "state")));
-    json_decref (lines);
-    free (out);
-    free (err);
+    //  workers, as JSON lines and as a table; its busy ratio once a heartbeat
+    //  has said it (every 300 ms while idle).
+    bool said = false;
+    for (int64_t deadline = zclock_mono () + 30000; !said && zclock_mono () < deadline; ) {
+        rc = testutil_kgym (s_dir, &out, &err, "workers", "--broker", s_clients, "--json", NULL);
+        ck_assert_msg (rc == 0, "kgym workers exited %d: %s", rc, err);
+        lines = s_json_lines (out);
+        json_t *worker = s_line_with (lines, "name", "q-cli");
+        ck_assert_msg (worker != NULL, "kgym workers --json: %s", out);
+        ck_assert (json_is_string (json_object_get (worker, "host")));
+        ck_assert (json_is_string (json_object_get (worker, "state")));
+        json_t *busy = json_object_get (worker, "busy");
+        ck_assert_msg (json_is_null (busy) || json_is_number (busy), "busy: %s", out);
+        said = json_is_number (busy);
+        if (said)
+            ck_assert_msg (json_number_value (busy) >= 0 && json_number_value (busy) <= 1, "busy: %s", out);
+        json_decref (lines);
+        free (out);
+        free (err);
+    }
+    ck_assert_msg (said, "no busy ratio in kgym workers within 30 s");
     rc = testutil_kgym (s_dir, &out, &err, "workers", "--broker", s_clients, NULL);
     ck_assert_int_eq (rc, 0);
-    ck_assert_msg (strncmp (out, "NAME ", 5) == 0 && strstr (out, "q-cli"), "table: %s", out);
+    ck_assert_msg (strncmp (out, "NAME ", 5) == 0 && strstr (out, "q-cli") && strstr (out, "BUSY")
+                   && strstr (out, "%"), "table: %s", out);
     free (out);
     free (err);
 

@@ -1889,7 +1889,8 @@ class Client:
 
     def workers(self, timeout_s=30.0):
         """One dict per worker: name, host, backend, device, state, capacity,
-        jobs, done, faults, pid, since_s, heard_s."""
+        busy (its device's busy ratio, None until it said), jobs, done,
+        faults, bad_results, pid, since_s, heard_s."""
         return self._listing(self.query("workers", timeout_s=timeout_s), "workers")
 
     def job(self, job_id, timeout_s=30.0):
