@@ -2,7 +2,7 @@
 # A GPU (or CPU) that never waits (issue #15): one broker and one worker grade a stream of
 # distinct candidates over the bundled tasks of a backend, default eval, and this prints jobs/s
 # and the worker's busy ratio (the share of its run slots' wall time its jobs' execute phases
-# held them, from kgym_worker_device_busy_seconds_total). Three runs, each on a fresh broker
+# held them, from kgym_worker_device_busy_seconds_total). Three or four runs, each on a fresh broker
 # and worker sharing one compile cache:
 #   mix        honest (naive, optimised), wrong (tail_bug) and broken (naive with a syntax
 #              error: compile_error) candidates, 2:1:1, every source made distinct by a comment,
@@ -10,8 +10,11 @@
 #   mix+slow   the same with every 20th job a correct candidate ~100x slower than naive
 #              (gelu_f32 computed 100 times over); the drop in jobs/s is compared with that
 #              candidate's share of the jobs
-#   old pools  the mix with the worker's pools as they were before the compile pool
+#   old-pools  the mix with the worker's pools as they were before the compile pool
 #              (--compilers 2 --prefetch 1)
+#   mix-skip   the mix without the tasks in STREAM_SKIP (default for cuda: sum_f32, whose
+#              reference sums on one multiprocessor, ~24 ms an input set, so its jobs take
+#              ~0.3 s of GPU time each whatever the candidate; none for cpu: no such run)
 # Before each run one job per task warms the runner and compiles the references.
 #   bench/stream.sh BUILD_DIR BACKEND [JOBS]        (BACKEND cpu or cuda; JOBS default 400)
 # STREAM_EVAL='{"timed": 100}' gives every job that eval object (default: none, the defaults).
@@ -26,13 +29,15 @@ cache=$(mktemp -d)/modules.sqlite
 py=python3
 port() { $py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# batch FILE JOBS SLOW_EVERY PREFIX: the stream, one job per line (inline candidates).
+# batch FILE JOBS SLOW_EVERY PREFIX [SKIP]: the stream, one job per line (inline candidates),
+# without the tasks named in SKIP (space-separated).
 batch() {
-    $py - "$root/examples/$backend" "$backend" "$2" "$3" "$4" "${STREAM_EVAL:-}" > "$1" <<'PY'
+    $py - "$root/examples/$backend" "$backend" "$2" "$3" "$4" "${STREAM_EVAL:-}" "${5:-}" > "$1" <<'PY'
 import json, os, sys
 root, backend, n, slow_every, prefix = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 evaluation = json.loads(sys.argv[6]) if sys.argv[6] else None
-tasks = sorted(t for t in os.listdir(root) if os.path.exists(f"{root}/{t}/task.json"))
+skip = set(sys.argv[7].split())
+tasks = sorted(t for t in os.listdir(root) if os.path.exists(f"{root}/{t}/task.json") and t not in skip)
 def cand(task, name):
     return json.load(open(f"{root}/{task}/candidates/{name}.json"))
 def slow():
@@ -124,10 +129,13 @@ PY
 batch "$out/batch-mix.jsonl" "$jobs" 0 "mix-$RANDOM"
 batch "$out/batch-slow.jsonl" "$jobs" 20 "slow-$RANDOM"
 batch "$out/batch-old.jsonl" "$jobs" 0 "old-$RANDOM"
+skip=${STREAM_SKIP-$([ "$backend" = cuda ] && echo sum_f32)}
+[ -n "$skip" ] && batch "$out/batch-skip.jsonl" "$jobs" 0 "skip-$RANDOM" "$skip"
 echo "backend $backend, $jobs jobs per run, $(nproc) CPUs, eval ${STREAM_EVAL:-default}"
 run mix "$out/batch-mix.jsonl" | tee "$out/summary-mix.txt"
 run mix+slow "$out/batch-slow.jsonl" | tee "$out/summary-slow.txt"
 run old-pools "$out/batch-old.jsonl" --compilers 2 --prefetch 1 | tee "$out/summary-old.txt"
+[ -n "$skip" ] && { echo "mix-skip: without $skip"; run mix-skip "$out/batch-skip.jsonl" | tee "$out/summary-skip.txt"; }
 $py - "$out" <<'PY'
 import re, sys
 def rate(name):
