@@ -117,6 +117,12 @@ START_TEST (test_the_rule_on_intervals)
     ck_assert_int_eq (worker_grade_stop_judge (&rule, NAN, 1.0, 1.0), GRADE_STOP_NONE);
     ck_assert_int_eq (worker_grade_stop_judge (&rule, 1.0, 1.0, INFINITY), GRADE_STOP_NONE);
     ck_assert_int_eq (worker_grade_stop_judge (&rule, 1.1, 1.0, 1.0), GRADE_STOP_NONE);
+    //  A rule part set to 0 never stops timing.
+    worker_grade_stop_t none = rule;
+    none.precision = none.clip = none.floor = 0;
+    ck_assert_int_eq (worker_grade_stop_judge (&none, 1.0, 1.0, 1.0), GRADE_STOP_NONE);
+    ck_assert_int_eq (worker_grade_stop_judge (&none, 5.0, 6.0, 7.0), GRADE_STOP_NONE);
+    ck_assert_int_eq (worker_grade_stop_judge (&none, 0.001, 0.002, 0.003), GRADE_STOP_NONE);
     //  The defaults, as documented.
     ck_assert_uint_eq (rule.min_runs, 5);
     ck_assert_double_eq (rule.precision, 0.01);

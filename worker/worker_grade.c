@@ -211,7 +211,8 @@ worker_grade_stop_judge (const worker_grade_stop_t *rule, double lo, double spee
         return GRADE_STOP_CLIPPED;
     if (rule->floor > 0 && hi <= rule->floor)
         return GRADE_STOP_SETTLED;
-    if (hi <= speedup * (1 + rule->precision) && lo >= speedup * (1 - rule->precision))
+    if (rule->precision > 0
+    &&  hi <= speedup * (1 + rule->precision) && lo >= speedup * (1 - rule->precision))
         return GRADE_STOP_PRECISE;
     return GRADE_STOP_NONE;
 }

@@ -96,7 +96,7 @@ typedef enum {
 typedef struct {
     uint32_t min_runs;          //  never fewer (capped at max_runs)
     uint32_t max_runs;          //  never more: eval.timed
-    double precision;           //  relative half-width that is tight enough
+    double precision;           //  relative half-width that is tight enough; 0: never
     double clip;                //  the reward's clip (reward.clip); 0: none
     double floor;               //  speedup at or below which the reward is settled; 0: never
     uint32_t next_check;        //  runs at which the interval is next looked at (after min_runs)
