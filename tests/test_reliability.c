@@ -363,29 +363,8 @@ s_fake_worker_main (char **argv)
 //  --------------------------------------------------------------------------
 //  Jobs
 
-//  A CPU task (scale by 2.5, one size) and a candidate that spins ns
-//  nanoseconds first: a real job whose length the test chooses.
-static json_t *
-s_task (void)
-{
-    return json_pack ("{s:s, s:s, s:[{s:s,s:s,s:s,s:[s],s:{s:s,s:i,s:i}}, {s:s,s:s,s:s,s:[s]},"
-                      " {s:s,s:s,s:s,s:f}, {s:s,s:s,s:s,s:s}], s:[{s:i}], s:{s:f,s:f},"
-                      " s:{s:s, s:[{s:s}]}}",
-        "name", "scale_f32", "backend", "cpu",
-        "args",
-            "name", "x", "kind", "input", "dtype", "f32", "shape", "N", "init", "dist", "uniform",
-            "low", -1, "high", 1,
-            "name", "y", "kind", "output", "dtype", "f32", "shape", "N",
-            "name", "a", "kind", "scalar", "dtype", "f32", "value", 2.5,
-            "name", "N", "kind", "scalar", "dtype", "i32", "value", "N",
-        "sizes", "N", 1000,
-        "tolerance", "atol", 1e-6, "rtol", 1e-6,
-        "reference", "source",
-            "void scale_ref (const float *x, float *y, float a, int n)"
-            " { for (int i = 0; i < n; i++) y [i] = a * x [i]; }\n",
-            "launches", "kernel", "scale_ref");
-}
-
+//  A candidate that spins ns nanoseconds first, for testutil_scale_task:
+//  a real job whose length the test chooses.
 static json_t *
 s_candidate (long ns)
 {
@@ -408,7 +387,7 @@ s_candidate (long ns)
 static json_t *
 s_job (long ns)
 {
-    return json_pack ("{s:o, s:o, s:{s:b, s:i, s:f}}", "task", s_task (), "candidate", s_candidate (ns),
+    return json_pack ("{s:o, s:o, s:{s:b, s:i, s:f}}", "task", testutil_scale_task (), "candidate", s_candidate (ns),
                       "eval", "check_only", 1, "trials", 1, "timeout", 20.0);
 }
 
@@ -559,7 +538,7 @@ START_TEST (test_broker_killed_under_load_no_job_lost_or_doubled)
     char task_path [160], batch_path [160];
     snprintf (task_path, sizeof (task_path), "%s/task.json", s_dir);
     snprintf (batch_path, sizeof (batch_path), "%s/batch.jsonl", s_dir);
-    json_t *task = s_task ();
+    json_t *task = testutil_scale_task ();
     ck_assert_int_eq (json_dump_file (task, task_path, 0), 0);
     json_decref (task);
     FILE *batch = fopen (batch_path, "w");

@@ -15,7 +15,6 @@
 #include "proto_msg.h"
 #include "proto_mpk.h"
 #include "common_log.h"
-#include <time.h>
 
 #define WAIT_MS 60000               //  longest any step that must happen may take
 
@@ -34,14 +33,6 @@ typedef struct {
     double busy_last;               //  the latest one's busy (-1 = none said)
     bool busy_bad;                  //  one said none, or a value outside 0..1
 } s_broker_t;
-
-static int64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void
 s_setup (void)
@@ -62,7 +53,7 @@ static proto_cmd_t
 s_recv (s_broker_t *self, int64_t deadline)
 {
     while (true) {
-        int64_t left = deadline - s_now_ms ();
+        int64_t left = deadline - zclock_mono ();
         if (left <= 0 || !zpoller_wait (self->poller, (int) left))
             return 0;
         if (proto_msg_recv (self->msg, self->router) != 0)
@@ -113,7 +104,7 @@ s_start (s_broker_t *self, uint32_t slots, uint32_t compilers)
     ck_assert_msg (server != NULL, "%s", err);
     self->actor = zactor_new (worker_server_actor, server);
     ck_assert_ptr_nonnull (self->actor);
-    int64_t deadline = s_now_ms () + WAIT_MS;
+    int64_t deadline = zclock_mono () + WAIT_MS;
     while (!self->worker) {
         proto_cmd_t cmd = s_recv (self, deadline);
         ck_assert_msg (cmd != 0, "no READY from the worker");
@@ -158,28 +149,6 @@ s_status_int (s_broker_t *self, const char *key)
     return n;
 }
 
-//  y = a * x on the CPU, the reference every job here grades against.
-static json_t *
-s_task (void)
-{
-    return json_pack ("{s:s, s:s, s:[{s:s,s:s,s:s,s:[s],s:{s:s,s:i,s:i}}, {s:s,s:s,s:s,s:[s]},"
-                      " {s:s,s:s,s:s,s:f}, {s:s,s:s,s:s,s:s}], s:[{s:i}], s:{s:f,s:f},"
-                      " s:{s:s, s:[{s:s}]}}",
-        "name", "scale_f32", "backend", "cpu",
-        "args",
-            "name", "x", "kind", "input", "dtype", "f32", "shape", "N", "init", "dist", "uniform",
-            "low", -1, "high", 1,
-            "name", "y", "kind", "output", "dtype", "f32", "shape", "N",
-            "name", "a", "kind", "scalar", "dtype", "f32", "value", 2.5,
-            "name", "N", "kind", "scalar", "dtype", "i32", "value", "N",
-        "sizes", "N", 1000,
-        "tolerance", "atol", 1e-6, "rtol", 1e-6,
-        "reference", "source",
-            "void scale_ref (const float *x, float *y, float a, int n)"
-            " { for (int i = 0; i < n; i++) y [i] = a * x [i]; }\n",
-            "launches", "kernel", "scale_ref");
-}
-
 //  A check-only job; its candidate spins ms per call (0: none), tagged
 //  with n so that no two sources are alike (each one compiles); broken:
 //  one that does not compile.
@@ -197,7 +166,7 @@ s_job (int n, long ms, bool broken, uint32_t trials)
         "    while ((t.tv_sec - t0.tv_sec) * 1000L + (t.tv_nsec - t0.tv_nsec) / 1000000L < %ldL);\n"
         "    for (int i = 0; i < n; i++) y [i] = a * x [i]%s\n"
         "}\n", n, ms, broken? "": ";");
-    json_t *job = json_pack ("{s:o, s:{s:s, s:[{s:s}]}, s:{s:b, s:i, s:f}}", "task", s_task (),
+    json_t *job = json_pack ("{s:o, s:{s:s, s:[{s:s}]}, s:{s:b, s:i, s:f}}", "task", testutil_scale_task (),
                              "candidate", "source", source, "launches", "kernel", "scale",
                              "eval", "check_only", 1, "trials", (int) trials, "timeout", 30.0);
     zstr_free (&source);
@@ -227,7 +196,7 @@ s_send_job (s_broker_t *self, uint64_t id, json_t *job)
 static uint64_t
 s_next_result (s_broker_t *self, char *status, size_t len)
 {
-    int64_t deadline = s_now_ms () + WAIT_MS;
+    int64_t deadline = zclock_mono () + WAIT_MS;
     while (true) {
         proto_cmd_t cmd = s_recv (self, deadline);
         ck_assert_msg (cmd != 0, "no RESULT within %d ms", WAIT_MS);
@@ -289,7 +258,7 @@ START_TEST (test_every_heartbeat_carries_the_busy_ratio)
     s_broker_t broker;
     s_start (&broker, 1, 1);
     //  Idle: heartbeats say a ratio (zero: nothing ran yet).
-    int64_t deadline = s_now_ms () + WAIT_MS;
+    int64_t deadline = zclock_mono () + WAIT_MS;
     while (broker.heartbeats < 2)
         ck_assert_msg (s_recv (&broker, deadline) != 0, "no heartbeat");
     ck_assert_msg (broker.busy_last == 0, "idle worker says busy %g", broker.busy_last);

@@ -41,6 +41,27 @@ testutil_load_json (const char *relative)
     return json;
 }
 
+json_t *
+testutil_scale_task (void)
+{
+    return json_pack ("{s:s, s:s, s:[{s:s,s:s,s:s,s:[s],s:{s:s,s:i,s:i}}, {s:s,s:s,s:s,s:[s]},"
+                      " {s:s,s:s,s:s,s:f}, {s:s,s:s,s:s,s:s}], s:[{s:i}], s:{s:f,s:f},"
+                      " s:{s:s, s:[{s:s}]}}",
+        "name", "scale_f32", "backend", "cpu",
+        "args",
+            "name", "x", "kind", "input", "dtype", "f32", "shape", "N", "init", "dist", "uniform",
+            "low", -1, "high", 1,
+            "name", "y", "kind", "output", "dtype", "f32", "shape", "N",
+            "name", "a", "kind", "scalar", "dtype", "f32", "value", 2.5,
+            "name", "N", "kind", "scalar", "dtype", "i32", "value", "N",
+        "sizes", "N", 1000,
+        "tolerance", "atol", 1e-6, "rtol", 1e-6,
+        "reference", "source",
+            "void scale_ref (const float *x, float *y, float a, int n)"
+            " { for (int i = 0; i < n; i++) y [i] = a * x [i]; }\n",
+            "launches", "kernel", "scale_ref");
+}
+
 int
 testutil_run_suite (Suite *suite)
 {

@@ -20,6 +20,11 @@ char *testutil_source_path (const char *relative);
 //  Load a JSON file from the source tree; fails the test if it can't.
 json_t *testutil_load_json (const char *relative);
 
+//  A small CPU task the worker tests grade against: scale_f32, y = 2.5 x
+//  over 1000 uniform floats (a new reference; the candidate's kernel is
+//  "scale (const float *x, float *y, float a, int n)").
+json_t *testutil_scale_task (void);
+
 //  Run a suite; returns the process exit code (0 when all passed).
 int testutil_run_suite (Suite *suite);
 

@@ -29,6 +29,19 @@ worker_host_quota_cores (const char *cpu_max)
     return cores > UINT32_MAX? UINT32_MAX: (uint32_t) cores;
 }
 
+//  The cores a cpu.max file allows (0: none, or no such file).
+static uint32_t
+s_quota_of (const char *path)
+{
+    FILE *file = fopen (path, "r");
+    if (!file)
+        return 0;
+    char text [128];
+    uint32_t cores = fgets (text, sizeof text, file)? worker_host_quota_cores (text): 0;
+    fclose (file);
+    return cores;
+}
+
 //  The smallest quota of this process's cgroup and its ancestors (0: none).
 static uint32_t
 s_cgroup_quota (void)
@@ -46,35 +59,23 @@ s_cgroup_quota (void)
     fclose (file);
     if (path [0] != '/')
         return 0;
+    //  From the process's cgroup up to the root (whose own cpu.max a
+    //  container's namespace shows as "/").
     uint32_t least = 0;
     while (true) {
-        char file_path [4200], text [128];
+        char file_path [4200];
         snprintf (file_path, sizeof file_path, "/sys/fs/cgroup%s%scpu.max", path,
                   path [strlen (path) - 1] == '/'? "": "/");
-        FILE *max = fopen (file_path, "r");
-        if (max) {
-            if (fgets (text, sizeof text, max)) {
-                uint32_t cores = worker_host_quota_cores (text);
-                if (cores && (!least || cores < least))
-                    least = cores;
-            }
-            fclose (max);
-        }
-        char *slash = strrchr (path, '/');
-        if (!slash || slash == path)
+        uint32_t cores = s_quota_of (file_path);
+        if (cores && (!least || cores < least))
+            least = cores;
+        if (path [1] == 0)
             break;
-        *slash = 0;
-    }
-    //  The root's own cpu.max, where a container's namespace makes its cgroup "/".
-    FILE *max = fopen ("/sys/fs/cgroup/cpu.max", "r");
-    if (max) {
-        char text [128];
-        if (fgets (text, sizeof text, max)) {
-            uint32_t cores = worker_host_quota_cores (text);
-            if (cores && (!least || cores < least))
-                least = cores;
-        }
-        fclose (max);
+        char *slash = strrchr (path, '/');
+        if (slash == path)
+            slash [1] = 0;          //  up to the root, "/"
+        else
+            *slash = 0;
     }
     return least;
 }
