@@ -258,9 +258,10 @@ END_TEST
 
 //  --- adaptive timing (worker_grade_stop) on the CPU ---
 
-//  A compute-bound kernel that stays in L1 (steady to time): y = f(x) with a
-//  long dependent chain per element, done `reps` times over. The reference
-//  does it once; candidates choose their reps (the answer is the same).
+//  A compute-bound kernel that stays in L1: y = f(x) with a long dependent
+//  chain per element (~0.1 ms), done `reps` times over; reference and
+//  candidate choose their reps (the answer is the same), far enough apart
+//  that a run delayed by a loaded machine cannot move the verdict.
 #define S_WORK_SOURCE(name, reps) \
     "static float s_f (float v) { for (int r = 0; r < 400; r++) v = v * 0.999f + 0.001f; return v; }\n" \
     "void " name " (const float *x, float *y, int n)\n" \
@@ -283,7 +284,7 @@ END_TEST
     "    for (int i = 0; i < n; i++) y [i] = x [i] * 0.5f;\n" \
     "}\n"
 
-//  Grade a candidate against a reference (both named by their sources)
+//  Grade a candidate against a reference (both given by their sources)
 //  with eval timed: 1000.
 static json_t *
 s_grade_work (const char *reference_source, const char *candidate_source)
@@ -347,7 +348,9 @@ END_TEST
 
 START_TEST (test_a_kernel_100x_slower_costs_a_few_runs_and_keeps_its_reward)
 {
-    json_t *result = s_grade_work (S_WORK_SOURCE ("work_ref", "10"), S_WORK_SOURCE ("work", "1000"));
+    //  3 ms against 300 ms: a run of the reference delayed 10 ms by the
+    //  machine's load still leaves the interval's top below 0.05.
+    json_t *result = s_grade_work (S_WORK_SOURCE ("work_ref", "30"), S_WORK_SOURCE ("work", "3000"));
     ck_assert_int_eq (s_timing_int (result, "runs"), 5);
     ck_assert_str_eq (s_timing_str (result, "stopped"), "settled");
     //  Linear shape: the reward is the speedup, about 0.01, still above every failure.
@@ -361,7 +364,8 @@ END_TEST
 
 START_TEST (test_a_kernel_far_above_the_clip_stops_at_once_with_the_clip)
 {
-    json_t *result = s_grade_work (S_WORK_SOURCE ("work_ref", "10"), S_WORK_SOURCE ("work", "1"));
+    //  300 ms against 3 ms: a candidate's run delayed 10 ms leaves the interval above 2.
+    json_t *result = s_grade_work (S_WORK_SOURCE ("work_ref", "3000"), S_WORK_SOURCE ("work", "30"));
     ck_assert_int_eq (s_timing_int (result, "runs"), 5);
     ck_assert_str_eq (s_timing_str (result, "stopped"), "clipped");
     ck_assert (json_real_value (json_object_get (result, "speedup")) > 2.0);
