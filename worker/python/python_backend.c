@@ -789,13 +789,19 @@ s_correctness (s_exec_t *ex)
 //  On a GPU the baseline was timed before the candidate existed
 //  (s_baseline): a GPU kernel left running is not stopped by a signal.
 static int
-s_timing (s_exec_t *ex, double *cand_us, double *base_us)
+s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
 {
     const common_eval_t *eval = &ex->job->eval;
     size_t ts = ex->task->timing_size;
     if (s_size (ex, ex->ref, ts) || s_size (ex, ex->cand, ts))
         return -1;
-    for (uint32_t i = 0; i < eval->warmup + eval->timed; i++) {
+    //  Timed runs until the speedup is known well enough for the reward
+    //  (worker_grade_stop), eval.timed at most.
+    worker_grade_stop_t rule;
+    worker_grade_stop_init (&rule, eval->timed, ex->job->reward.clip);
+    worker_grade_stop_why_t why = GRADE_STOP_NONE;
+    uint32_t n = 0;
+    for (uint32_t i = 0; why == GRADE_STOP_NONE && i < eval->warmup + eval->timed; i++) {
         uint64_t seed = s_seed (ex->seed, "time", i, 0);
         char when [64];
         snprintf (when, sizeof when, "timed run %u", i);
@@ -824,11 +830,15 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us)
                 return -1;
         }
         if (i >= eval->warmup) {
-            cand_us [i - eval->warmup] = t * 1e6;
+            cand_us [n] = t * 1e6;
             if (!ex->gpu)
-                base_us [i - eval->warmup] = b * 1e6;
+                base_us [n] = b * 1e6;
+            n++;
+            why = worker_grade_stop_check (&rule, cand_us, base_us, n);
         }
     }
+    ex->out->timing_stopped = worker_grade_stop_name (why);
+    *runs = n;
     return 0;
 }
 
@@ -1016,13 +1026,16 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
         goto done;
     if (!out->cache_hit [0])
         s_build_keep (&ex, key);
-    if (s_correctness (&ex) || (timing && s_timing (&ex, cand_us, base_us)))
+    uint32_t runs = 0;
+    if (s_correctness (&ex) || (timing && s_timing (&ex, cand_us, base_us, &runs)))
         goto done;
     if (timing) {
-        out->speedup = worker_grade_speedup (cand_us, eval->timed, base_us, eval->timed,
+        //  A GPU's baseline was timed eval.timed times beforehand; the CPU's beside each run.
+        uint32_t base_n = ex.gpu? eval->timed: runs;
+        out->speedup = worker_grade_speedup (cand_us, runs, base_us, base_n,
                                              &out->speedup_lo, &out->speedup_hi);
-        worker_grade_timing (&out->candidate, cand_us, eval->timed);
-        worker_grade_timing (&out->baseline, base_us, eval->timed);
+        worker_grade_timing (&out->candidate, cand_us, runs);
+        worker_grade_timing (&out->baseline, base_us, base_n);
     }
     json_t *profile = json_pack ("{s:b, s:s, s:s, s:s}", "available", ex.gpu, "backend", "python",
                                  "device", ex.target, "measured", ex.gpu
