@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -279,6 +280,54 @@ START_TEST (test_view_holds_only_its_paths)
 }
 END_TEST
 
+//  What is mounted below a listed path shows too (a container's runtime
+//  mounts the GPU driver's libraries file by file into /usr/lib), and is
+//  read-only like the rest.
+START_TEST (test_view_shows_mounts_below)
+{
+    if (geteuid () != 0)
+        return;
+    char top [] = "/tmp/kgym-below-XXXXXX", rw [] = "/tmp/kgym-below-rw-XXXXXX";
+    ck_assert_ptr_nonnull (mkdtemp (top));
+    ck_assert_ptr_nonnull (mkdtemp (rw));
+    char sub [96], file [128];
+    snprintf (sub, sizeof sub, "%s/sub", top);
+    snprintf (file, sizeof file, "%s/lib.so", sub);
+    ck_assert_int_eq (mkdir (sub, 0755), 0);
+    pid_t pid = fork ();
+    if (pid == 0) {
+        //  The mount is the child's own: nothing is left on the host.
+        if (unshare (CLONE_NEWNS) != 0 || mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0
+        ||  mount ("tmpfs", sub, "tmpfs", 0, "size=64k") != 0)
+            _exit (1);
+        int fd = open (file, O_WRONLY | O_CREAT, 0644);
+        if (fd < 0 || write (fd, "elf", 3) != 3)
+            _exit (2);
+        close (fd);
+        const char *ro [] = { top };
+        char err [256];
+        if (sandbox_root_enter (SANDBOX_ROOT_VIEW, ro, 1, rw, -1, err, sizeof err) != 0) {
+            fprintf (stderr, "view: %s\n", err);
+            _exit (3);
+        }
+        char buf [8] = { 0 };
+        fd = open (file, O_RDONLY);
+        if (fd < 0 || read (fd, buf, sizeof buf) != 3 || strcmp (buf, "elf") != 0)
+            _exit (4);                  //  the mount below is missing
+        close (fd);
+        if (open (file, O_WRONLY) >= 0 || errno != EROFS)
+            _exit (5);                  //  writable below
+        _exit (0);
+    }
+    int status = -1;
+    waitpid (pid, &status, 0);
+    ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 0, "child: status 0x%x", status);
+    rmdir (sub);
+    rmdir (top);
+    rmdir (rw);
+}
+END_TEST
+
 START_TEST (test_view_refuses_bad_paths)
 {
     if (geteuid () != 0)
@@ -353,6 +402,7 @@ main (void)
     tcase_add_test (tc, test_cgroup_v2_path);
     tcase_add_test (tc, test_cgroup_host);
     tcase_add_test (tc, test_view_holds_only_its_paths);
+    tcase_add_test (tc, test_view_shows_mounts_below);
     tcase_add_test (tc, test_view_refuses_bad_paths);
     tcase_add_test (tc, test_seccomp_in_child);
     suite_add_tcase (suite, tc);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <glob.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -84,6 +85,7 @@ python_proc_new (const python_proc_config_t *cfg, char *err, size_t errlen)
     }
     self->sock = self->shm_fd = -1;
     int peer = -1, out = -1;
+    glob_t devices = { 0 };         //  a GPU's device nodes, named in the view until spawned
     const char *base = getenv ("TMPDIR");
     if (cfg->dir) {
         //  Whatever an earlier job left there goes first.
@@ -134,8 +136,13 @@ python_proc_new (const python_proc_config_t *cfg, char *err, size_t errlen)
     if (strncmp (prefix, "/usr", 4) != 0 || (prefix [4] && prefix [4] != '/'))
         scfg.view [nview++] = prefix;
     if (strcmp (cfg->device, "cuda") == 0) {
-        scfg.view [nview++] = "/dev";
+        //  The GPU's device nodes one by one (not all of /dev, which holds
+        //  the host's /dev/shm) and /sys, where the driver reads its PCI
+        //  topology.
         scfg.view [nview++] = "/sys";
+        if (glob ("/dev/nvidia*", 0, NULL, &devices) == 0)
+            for (size_t i = 0; i < devices.gl_pathc && nview < SANDBOX_VIEW_PATHS - 1; i++)
+                scfg.view [nview++] = devices.gl_pathv [i];
     }
     scfg.view [nview] = NULL;
     self->sandbox = sandbox_new (&scfg, err, errlen);
@@ -159,9 +166,11 @@ python_proc_new (const python_proc_config_t *cfg, char *err, size_t errlen)
         goto fail;
     close (peer);
     close (out);
+    globfree (&devices);
     self->alive = true;
     return self;
 fail:
+    globfree (&devices);
     if (peer >= 0)
         close (peer);
     if (out >= 0)

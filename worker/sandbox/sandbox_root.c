@@ -144,15 +144,26 @@ s_bind (const s_entry_t *entry, dev_t stage, char *err, size_t errlen)
     }
     if (!entry->is_dir)
         close (made);
+    //  With what is mounted below it: a container's runtime mounts the
+    //  GPU driver's libraries file by file into /usr/lib.
     snprintf (source, sizeof source, "/proc/self/fd/%d", entry->fd);
-    if (mount (source, target, NULL, MS_BIND, NULL) != 0) {
+    if (mount (source, target, NULL, MS_BIND | MS_REC, NULL) != 0) {
         common_seterr (err, errlen, "view: bind %s: %s", entry->path, strerror (errno));
         return -1;
     }
     if (entry->writable)
         return 0;
-    //  Read-only; the flags the host's mount has must be kept (a user
-    //  namespace may not clear them), nosuid added.
+    //  Read-only and nosuid all the way down; the flags each mount has
+    //  are kept.
+    struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID };
+    if (mount_setattr (AT_FDCWD, target, AT_RECURSIVE, &attr, sizeof attr) == 0)
+        return 0;
+    if (errno != ENOSYS) {
+        common_seterr (err, errlen, "view: read-only %s: %s", entry->path, strerror (errno));
+        return -1;
+    }
+    //  An older kernel: the top mount alone read-only; the flags the host's
+    //  mount has must be kept (a user namespace may not clear them).
     struct statvfs sv;
     unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID;
     if (statvfs (target, &sv) == 0) {
@@ -246,8 +257,18 @@ int
 sandbox_root_enter (sandbox_root_t root, const char *const *ro, size_t nro, const char *rw,
                     int object_fd, char *err, size_t errlen)
 {
-    if (root == SANDBOX_ROOT_HOST)
+    if (root == SANDBOX_ROOT_HOST) {
+        //  The host's files as they are, with a /proc of the runner's own pid
+        //  namespace: CUDA's driver looks itself up in /proc by its pid, and
+        //  against the host's /proc cuInit fails (CUDA_ERROR_OPERATING_SYSTEM,
+        //  seen on the H200).
+        if (unshare (CLONE_NEWNS) != 0 || mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0
+        ||  mount ("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) {
+            common_seterr (err, errlen, "its own /proc: %s", strerror (errno));
+            return -1;
+        }
         return 0;
+    }
     s_entry_t entries [S_ENTRIES];
     size_t count = 0;
     int rc = -1;
