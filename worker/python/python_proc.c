@@ -128,8 +128,17 @@ python_proc_new (const python_proc_config_t *cfg, char *err, size_t errlen)
     else
         sandbox_config_default (&scfg);
     scfg.kind = SANDBOX_PYTHON;
-    char script_dir [PATH_MAX], prefix [PATH_MAX];
-    s_parent (cfg->script, 1, script_dir, sizeof script_dir);
+    //  Its tensors travel through the shared file, which it grows to fit:
+    //  a file as large as its memory.
+    scfg.fsize_bytes = scfg.mem_bytes;
+    scfg.gpu = strcmp (cfg->device, "cuda") == 0;
+    //  The view takes clean paths only (no "..", no symlinks to follow).
+    char script [PATH_MAX], script_dir [PATH_MAX], prefix [PATH_MAX];
+    if (!realpath (cfg->script, script)) {
+        common_seterr (err, errlen, "the runner's script %.200s: %s", cfg->script, strerror (errno));
+        goto fail;
+    }
+    s_parent (script, 1, script_dir, sizeof script_dir);
     s_parent (cfg->python, 2, prefix, sizeof prefix);
     int nview = 0;
     scfg.view [nview++] = script_dir;
@@ -155,7 +164,7 @@ python_proc_new (const python_proc_config_t *cfg, char *err, size_t errlen)
     //  -I: no user site-packages, no PYTHON* variables, no script directory on the path.
     char *const args [] = {
         "--mode", "exec", "--",
-        (char *) cfg->python, "-I", (char *) cfg->script, "--fd", fd_text, "--shm", shm_text,
+        (char *) cfg->python, "-I", script, "--fd", fd_text, "--shm", shm_text,
         "--role", (char *) cfg->role, "--device", (char *) cfg->device, "--dir", self->dir,
         "--gpu", gpu_text, NULL
     };

@@ -143,10 +143,10 @@ sandbox_new (const sandbox_config_t *cfg, char *err, size_t errlen)
     self->want.kind = self->cfg.kind;
     self->want.userns = self->userns;
     self->want.cgroup = self->cgroup;
-    self->want.rlimit_as = !self->kind->rlimit_as? SANDBOX_RLIMIT_LEAVE
+    self->want.rlimit_as = !self->kind->rlimit_as || self->cfg.gpu? SANDBOX_RLIMIT_LEAVE
                          : cg_mem? mem + mem / 2 + (1ull << 30): mem + (256ull << 20);
     self->want.rlimit_cpu = self->cfg.cpu_s == SANDBOX_NO_LIMIT? SANDBOX_RLIMIT_LEAVE: self->cfg.cpu_s;
-    self->want.rlimit_fsize = self->kind->fsize;
+    self->want.rlimit_fsize = self->cfg.fsize_bytes? self->cfg.fsize_bytes: self->kind->fsize;
     self->want.rlimit_nofile = self->kind->nofile;
     //  Its uid is its own: RLIMIT_NPROC counts exactly its processes.
     self->want.rlimit_nproc = self->cfg.max_pids;

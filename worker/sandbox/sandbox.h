@@ -45,6 +45,9 @@ typedef struct {
     uint32_t cpu_s;             //  RLIMIT_CPU seconds; default 120; SANDBOX_NO_LIMIT for none
     const char *slot;           //  cgroup reused by this slot's runners; NULL = its own
     const char *view [SANDBOX_VIEW_PATHS];  //  read-only paths added to the kind's view, NULL-terminated
+    uint64_t fsize_bytes;       //  largest file it may write; 0 = the kind's
+    bool gpu;                   //  it drives a GPU: no address-space cap (the driver
+                                //  reserves far more than it uses), the cgroup's alone
     bool selftest;              //  test-only: the runner reports its denied calls and exits
 } sandbox_config_t;
 
