@@ -9,6 +9,8 @@
 */
 #include "testutil.h"
 #include "worker_eval.h"
+#include <dirent.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,6 +296,67 @@ START_TEST (test_patched_timers)
 }
 END_TEST
 
+//  Is a process whose command line is argv alive anywhere on this host?
+static bool
+s_running (const char *const *argv)
+{
+    char want [256];
+    size_t len = 0;
+    for (int i = 0; argv [i]; i++) {
+        size_t n = strlen (argv [i]) + 1;
+        memcpy (want + len, argv [i], n);
+        len += n;
+    }
+    bool found = false;
+    DIR *proc = opendir ("/proc");
+    struct dirent *entry;
+    while (proc && !found && (entry = readdir (proc))) {
+        char path [300], line [256];
+        snprintf (path, sizeof path, "/proc/%s/cmdline", entry->d_name);
+        FILE *file = fopen (path, "r");
+        if (!file)
+            continue;
+        size_t got = fread (line, 1, sizeof line, file);
+        fclose (file);
+        found = got == len && memcmp (line, want, len) == 0;
+    }
+    if (proc)
+        closedir (proc);
+    return found;
+}
+
+//  Build tools run as they do for Triton and load_inline: ldconfig -p, a
+//  child spawned into a group of its own (ninja) that in fact stays in the
+//  runner's group, which the supervisor stops and kills; a child left
+//  behind dies with the runner.
+START_TEST (test_build_tools_run)
+{
+    json_t *r = s_grade (HEAD
+        "import os, subprocess\n"
+        "def _check():\n"
+        "    listing = subprocess.check_output(['/sbin/ldconfig', '-p'])\n"
+        "    assert b'libc.so' in listing, listing[:200]\n"
+        "    pid = os.posix_spawn('/bin/sh', ['sh', '-c', 'exit 0'], {}, setpgroup=0)\n"
+        "    assert os.waitpid(pid, 0)[1] == 0\n"
+        "    r, w = os.pipe()\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        os.setpgid(0, 0)\n"
+        "        os.write(w, str(os.getpgrp()).encode())\n"
+        "        os.execv('/bin/sleep', ['sleep', '4242.5'])\n"
+        "    assert int(os.read(r, 64)) == os.getpgrp(), 'a child left the group'\n"
+        "_check()\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(x)\n");
+    s_expect (r, "ok", NULL);
+    json_decref (r);
+    worker_eval_destroy (&s_eval);
+    const char *const sleeper [] = { "sleep", "4242.5", NULL };
+    ck_assert_msg (!s_running (sleeper), "the candidate's child outlived its runner");
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -314,6 +377,7 @@ s_suite (void)
     tcase_add_test (tc, test_expected_out_of_reach);
     tcase_add_test (tc, test_output_after_the_reply);
     tcase_add_test (tc, test_patched_timers);
+    tcase_add_test (tc, test_build_tools_run);
     suite_add_tcase (suite, tc);
     return suite;
 }

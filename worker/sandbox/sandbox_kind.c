@@ -10,7 +10,8 @@
             FILE_WRITES: the driver opens /dev/nvidia* read-write.
             OWN_AFFINITY: it pins the driver's threads to the GPU's NUMA
             node; its pid namespace holds no other process to name.
-    python  UNIX_SOCKETS: CUDA, as above. PROCESSES: Triton runs ptxas.
+    python  UNIX_SOCKETS: CUDA, as above. PROCESSES: Triton runs ptxas
+            and ldconfig, load_inline runs ninja, the compilers and nvcc.
             FILE_WRITES: caches and compiled kernels in its private temp
             dir, the only writable mount of its view.
 
@@ -38,13 +39,14 @@ static const char *const s_cc_view [] = {
 //  libraries (Debian picks BLAS and friends through /etc/alternatives, the
 //  loader finds the rest through its cache; pip's packages and the CUDA
 //  toolkit live in /usr/local), the compiler and headers an extension build
-//  (load_inline) needs, and a /proc of its own pid namespace (PyTorch reads
+//  (load_inline) needs, ldconfig (Triton finds libcuda with
+//  /sbin/ldconfig -p), and a /proc of its own pid namespace (PyTorch reads
 //  /proc/cpuinfo); the caller adds its own packages and, for a GPU, the
 //  devices and /sys.
 static const char *const s_python_view [] = {
-    "/usr/bin", "/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/include", "/usr/local",
-    "/bin", "/lib", "/lib64", "/etc/alternatives", "/etc/ld.so.cache", "/dev/null",
-    "/dev/urandom", "/proc", NULL
+    "/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/include",
+    "/usr/local", "/bin", "/sbin", "/lib", "/lib64", "/etc/alternatives", "/etc/ld.so.cache",
+    "/dev/null", "/dev/urandom", "/proc", NULL
 };
 
 //  NVRTC's headers come from the caller (the toolkit's include dir); the

@@ -16,7 +16,9 @@
         sched_setattr, sched_setscheduler, sched_setparam always)
       - namespace and mount games: mount API, pivot_root, chroot, unshare,
         setns, clone with namespace flags
-      - setsid, setpgid: nothing leaves the process group the supervisor kills
+      - setsid, setpgid: nothing leaves the process group the supervisor
+        stops and kills (with PROCESSES, setpgid succeeds and does nothing:
+        build tools such as ninja put each child in a group of its own)
       - large or privileged kernel surface: bpf, keyrings, perf_event_open,
         userfaultfd, io_uring, modules, kexec, reboot, swap, acct, quotas,
         clocks, host and domain names, syslog, iopl/ioperm, file handles,
