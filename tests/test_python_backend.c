@@ -357,6 +357,28 @@ START_TEST (test_build_tools_run)
 }
 END_TEST
 
+//  Each job's runners are fresh, also when started ahead of it: nothing a
+//  candidate left in its process or its directory reaches the next job;
+//  the directory is at one path inside (/kgym) from job to job.
+START_TEST (test_runners_fresh_per_job)
+{
+    for (int job = 0; job < 3; job++) {
+        json_t *r = s_grade (HEAD
+            "import os, sys\n"
+            "assert os.getcwd() == '/kgym', os.getcwd()\n"
+            "assert not os.path.exists('/kgym/left_behind'), 'a file of an earlier job'\n"
+            "assert not hasattr(sys, 'kgym_left_behind'), 'state of an earlier job'\n"
+            "open('/kgym/left_behind', 'w').write('x')\n"
+            "sys.kgym_left_behind = True\n"
+            "class ModelNew(nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        return torch.relu(x)\n");
+        s_expect (r, "ok", NULL);
+        json_decref (r);
+    }
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -378,6 +400,7 @@ s_suite (void)
     tcase_add_test (tc, test_output_after_the_reply);
     tcase_add_test (tc, test_patched_timers);
     tcase_add_test (tc, test_build_tools_run);
+    tcase_add_test (tc, test_runners_fresh_per_job);
     suite_add_tcase (suite, tc);
     return suite;
 }

@@ -241,7 +241,7 @@ START_TEST (test_view_holds_only_its_paths)
     if (pid == 0) {
         const char *ro [] = { "/usr/bin", "/bin", "/nonexistent/kgym", "/usr/bin/env", "/dev/null" };
         char err [256];
-        if (sandbox_root_enter (SANDBOX_ROOT_VIEW, ro, 5, dir, -1, err, sizeof err) != 0) {
+        if (sandbox_root_enter (SANDBOX_ROOT_VIEW, ro, 5, dir, NULL, -1, err, sizeof err) != 0) {
             fprintf (stderr, "view: %s\n", err);
             _exit (1);
         }
@@ -280,6 +280,59 @@ START_TEST (test_view_holds_only_its_paths)
 }
 END_TEST
 
+//  The writable directory shown at a place of its own: the runner works
+//  in the same path whatever the host's directory is, and the host's path
+//  is not in its view.
+START_TEST (test_view_places_its_directory)
+{
+    if (geteuid () != 0)
+        return;
+    char dir [] = "/tmp/kgym-at-XXXXXX";
+    ck_assert_ptr_nonnull (mkdtemp (dir));
+    pid_t pid = fork ();
+    if (pid == 0) {
+        const char *ro [] = { "/usr/bin", "/bin" };
+        char err [256], cwd [256];
+        if (sandbox_root_enter (SANDBOX_ROOT_VIEW, ro, 2, dir, "/kgym/work", -1, err, sizeof err) != 0) {
+            fprintf (stderr, "view: %s\n", err);
+            _exit (1);
+        }
+        struct stat st;
+        if (!getcwd (cwd, sizeof cwd) || strcmp (cwd, "/kgym/work") != 0)
+            _exit (2);
+        if (stat (dir, &st) == 0 || stat ("/tmp", &st) == 0)
+            _exit (3);                  //  the host's path
+        int fd = open ("/kgym/work/made", O_WRONLY | O_CREAT, 0600);
+        if (fd < 0 || mkdir ("/kgym/other", 0700) == 0 || errno != EROFS)
+            _exit (4);
+        close (fd);
+        _exit (0);
+    }
+    int status = -1;
+    waitpid (pid, &status, 0);
+    ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 0, "child: status 0x%x", status);
+    char made [64];
+    snprintf (made, sizeof made, "%s/made", dir);
+    struct stat st;
+    ck_assert_int_eq (stat (made, &st), 0);
+    unlink (made);
+    rmdir (dir);
+    //  Not the root, not a path with "..".
+    const char *bad [] = { "/", "/kgym/../etc", "kgym" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad [0]; i++) {
+        pid = fork ();
+        if (pid == 0) {
+            char err [256];
+            const char *ro [] = { "/bin" };
+            _exit (sandbox_root_enter (SANDBOX_ROOT_VIEW, ro, 1, "/tmp", bad [i], -1, err, sizeof err) == -1
+                   && strstr (err, "bad place")? 0: 1);
+        }
+        waitpid (pid, &status, 0);
+        ck_assert_msg (WIFEXITED (status) && WEXITSTATUS (status) == 0, "'%s' accepted", bad [i]);
+    }
+}
+END_TEST
+
 //  What is mounted below a listed path shows too (a container's runtime
 //  mounts the GPU driver's libraries file by file into /usr/lib), and is
 //  read-only like the rest.
@@ -306,7 +359,7 @@ START_TEST (test_view_shows_mounts_below)
         close (fd);
         const char *ro [] = { top };
         char err [256];
-        if (sandbox_root_enter (SANDBOX_ROOT_VIEW, ro, 1, rw, -1, err, sizeof err) != 0) {
+        if (sandbox_root_enter (SANDBOX_ROOT_VIEW, ro, 1, rw, NULL, -1, err, sizeof err) != 0) {
             fprintf (stderr, "view: %s\n", err);
             _exit (3);
         }
@@ -337,7 +390,7 @@ START_TEST (test_view_refuses_bad_paths)
         pid_t pid = fork ();
         if (pid == 0) {
             char err [256];
-            _exit (sandbox_root_enter (SANDBOX_ROOT_VIEW, &bad [i], 1, NULL, -1, err, sizeof err) == -1
+            _exit (sandbox_root_enter (SANDBOX_ROOT_VIEW, &bad [i], 1, NULL, NULL, -1, err, sizeof err) == -1
                    && strstr (err, "bad path")? 0: 1);
         }
         int status = -1;
@@ -403,6 +456,7 @@ main (void)
     tcase_add_test (tc, test_cgroup_host);
     tcase_add_test (tc, test_view_holds_only_its_paths);
     tcase_add_test (tc, test_view_shows_mounts_below);
+    tcase_add_test (tc, test_view_places_its_directory);
     tcase_add_test (tc, test_view_refuses_bad_paths);
     tcase_add_test (tc, test_seccomp_in_child);
     suite_add_tcase (suite, tc);

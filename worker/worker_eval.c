@@ -304,7 +304,8 @@ s_result (worker_eval_t *self, worker_job_t *wjob)
     json_object_set_new (result, "task", wjob->job? json_string (wjob->job->task->name): json_null ());
     json_object_set_new (result, "backend", wjob->job? json_string (wjob->job->task->backend)
                                                      : json_null ());
-    json_object_set_new (result, "device", json_string (worker_eval_device (self)));
+    json_object_set_new (result, "device", json_string (out->device [0]? out->device
+                                                      : worker_eval_device (self)));
     bool ordinal = wjob->slot && wjob->slot->backend->device_ordinal;
     json_object_set_new (result, "device_ordinal", ordinal? json_integer (self->cfg.device): json_null ());
     json_object_set_new (result, "worker", json_string (self->worker_name));

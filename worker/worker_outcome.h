@@ -66,6 +66,8 @@ typedef struct {
     bool cache_hit[3];          //  candidate, reference, baseline served from the compile cache
     char cache_key[65];         //  candidate's compile cache key (hex)
     char sandbox[512];          //  JSON object text: caps in force
+    char device[256];           //  the device this job ran on, when the backend's
+                                //  own words do not say it ("" = theirs)
     json_t *extra;              //  backend-specific fields (e.g. "profile"), owned, or NULL
 } worker_outcome_t;
 

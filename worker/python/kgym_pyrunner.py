@@ -9,6 +9,10 @@ candidate's module has been imported into the process: the supervisor times ever
 own clock, poisons the output area before each call and samples it the moment the reply arrives,
 and compares every byte itself (docs/sandbox.md, "Python runners").
 
+It imports torch (and Triton) first, then waits for {op: "start"} before it touches the device:
+a runner started ahead of its job imports while another job is timed, and sets up CUDA and the
+profiler only when the supervisor says so. Then it says hello: {hello, python, torch, gpu?, ...}.
+
 Requests (op) and replies:
   load     {task, candidate?, entry, candidate_entry, dtype}   -> {ok} | {error, kind, traceback}
   size     {constants, seed, compile?}  build the model for one size (and torch.compile of it
@@ -366,17 +370,34 @@ class Runner:
         info = {"hello": True, "python": sys.version.split()[0], "torch": torch.__version__,
                 "role": self.role, "device": self.device, "pid": os.getpid()}
         if self.device == "cuda":
+            try:
+                import triton
+                info["triton"] = triton.__version__
+            except ImportError:
+                info["triton"] = None
+        try:
+            start = self.channel.recv()
+        except EOFError:
+            return 0
+        if start.get("op") != "start":
+            self.channel.send({"error": f"expected start, got {start.get('op')!r}", "kind": "internal"})
+            return 2
+        if self.device == "cuda":
             if not torch.cuda.is_available():
                 self.channel.send({"error": "torch sees no CUDA device", "kind": "internal"})
                 return 2
             torch.cuda.init()
             props = torch.cuda.get_device_properties(0)
             info["gpu"] = props.name
+            #  The profiler's first session costs seconds (CUPTI starts): paid
+            #  now, by a runner started ahead before its job comes.
             try:
-                import triton
-                info["triton"] = triton.__version__
-            except ImportError:
-                info["triton"] = None
+                prof = self.profile_start()
+                torch.ones(1, device="cuda").add_(1)
+                torch.cuda.synchronize()
+                self.profile_stop(prof)
+            except Exception:   # noqa: BLE001
+                pass
         self.channel.send(info)
         ops = {"load": self.op_load, "size": self.op_size, "inputs": self.op_inputs, "call": self.op_call,
                "inputs_unchanged": self.op_inputs_unchanged, "flush": self.op_flush, "copy": self.op_copy}

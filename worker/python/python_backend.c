@@ -65,6 +65,17 @@
 #define BUILD_MAX_BYTES (1ull << 30)//  one build's artifacts kept at most
 #define BUILD_MAX_FILES 4096        //  and as many files
 
+#define SLOTS           64          //  CPU jobs at once at most
+
+//  A slot's runners for its next job, started ahead: fresh interpreters
+//  (nothing of any candidate has run in them) that import torch while the
+//  slot's job runs, and set up the device (CUDA, the profiler's first
+//  session: seconds) when told, once that job's timed runs are over.
+typedef struct {
+    python_proc_t *ref, *cand;      //  NULL when none
+    char target [16];               //  the target they were started for
+} s_spare_t;
+
 typedef struct {
     worker_eval_config_t cfg;       //  copy (strings borrowed from the caller)
     char python [4096];             //  the interpreter
@@ -76,6 +87,9 @@ typedef struct {
     pthread_mutex_t gpu;            //  one job on the GPU at a time
     pthread_mutex_t lock;           //  guards the next fields
     uint64_t slots_busy;            //  CPU jobs at once: bit i, slot i holds a job
+    bool prewarm;                   //  start each slot's next runners as a job ends
+    s_spare_t spares [SLOTS + 1];   //  CPU slot i at i, the GPU at SLOTS; the job holding
+                                    //  its slot alone touches one
 } python_backend_t;
 
 typedef struct {
@@ -198,7 +212,10 @@ s_ask (s_exec_t *ex, python_proc_t *proc, json_t *req, double timeout_s, json_t 
     bool is_cand = proc == ex->cand;
     const char *who = is_cand? "candidate": "the task's reference";
     char err [512] = "";
+    double t0 = common_now_s ();
     int rc = python_proc_request (proc, req, timeout_s, reply, wall_s, err, sizeof err);
+    log_debug ("python", "%s %s: %.3f ms", is_cand? "candidate": "reference",
+               json_string_value (json_object_get (req, "op")), (common_now_s () - t0) * 1e3);
     json_decref (req);
     if (rc == 1) {
         worker_outcome_fail (ex->out, is_cand? STATUS_TIMEOUT: STATUS_INVALID, "%s: %s", who, err);
@@ -952,7 +969,7 @@ s_load (s_exec_t *ex, python_proc_t *proc)
 }
 
 static python_proc_t *
-s_start (s_exec_t *ex, const char *role, const char *dir, char *err, size_t errlen)
+s_start (s_exec_t *ex, const char *role, char *err, size_t errlen)
 {
     sandbox_config_t sandbox;
     sandbox_config_default (&sandbox);
@@ -963,9 +980,71 @@ s_start (s_exec_t *ex, const char *role, const char *dir, char *err, size_t errl
     sandbox.cpu_s = 3600;
     python_proc_config_t cfg = {
         .python = ex->self->python, .script = ex->self->script, .role = role,
-        .device = ex->target, .gpu = ex->self->cfg.device, .sandbox = &sandbox, .dir = dir
+        .device = ex->target, .gpu = ex->self->cfg.device, .sandbox = &sandbox, .dir = NULL
     };
     return python_proc_new (&cfg, err, errlen);
+}
+
+//  A runner's hello. One started ahead (spared) that died meanwhile is
+//  started again, once.
+static json_t *
+s_hello (s_exec_t *ex, python_proc_t **proc, bool spared, const char *role, char *err, size_t errlen)
+{
+    double t0 = common_now_s ();
+    json_t *hello = python_proc_hello (*proc, HELLO_S, err, errlen);
+    if (!hello && spared) {
+        log_warn ("python", "the %s runner started ahead is gone (%s); starting another", role, err);
+        python_proc_destroy (proc);
+        *proc = s_start (ex, role, err, errlen);
+        hello = *proc? python_proc_hello (*proc, HELLO_S, err, errlen): NULL;
+    }
+    log_debug ("python", "%s hello: %.3f ms%s", role, (common_now_s () - t0) * 1e3,
+               spared? " (started ahead)": "");
+    return hello;
+}
+
+static void
+s_spare_drop (s_spare_t *spare)
+{
+    python_proc_destroy (&spare->ref);
+    python_proc_destroy (&spare->cand);
+}
+
+//  Start the slot's runners for its next job; they set up the device
+//  when s_spare_go says.
+static void
+s_spare_start (s_exec_t *ex, s_spare_t *spare)
+{
+    char err [512] = "";
+    s_spare_drop (spare);
+    spare->ref = s_start (ex, "reference", err, sizeof err);
+    spare->cand = spare->ref? s_start (ex, "candidate", err, sizeof err): NULL;
+    snprintf (spare->target, sizeof spare->target, "%s", ex->target);
+    if (!spare->cand) {
+        log_warn ("python", "cannot start runners ahead: %s", err);
+        s_spare_drop (spare);
+    }
+}
+
+static void
+s_spare_go (s_spare_t *spare)
+{
+    if (spare->ref)
+        python_proc_go (spare->ref);
+    if (spare->cand)
+        python_proc_go (spare->cand);
+}
+
+//  The device a job ran on, as its reference's interpreter saw it:
+//  "NVIDIA H200 (python 3.12.3, torch 2.11.0)".
+static void
+s_device_words (s_exec_t *ex, json_t *hello, char *buf, size_t len)
+{
+    const char *gpu = json_string_value (json_object_get (hello, "gpu"));
+    const char *python = json_string_value (json_object_get (hello, "python"));
+    const char *torch = json_string_value (json_object_get (hello, "torch"));
+    snprintf (buf, len, "%s (python %s, torch %s)", ex->gpu && gpu? gpu: "cpu",
+              python? python: "?", torch? torch: "?");
 }
 
 //  --- the backend ---
@@ -989,33 +1068,48 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
     double *base_us = calloc (eval->timed + 1, sizeof (double));
     double *cand_us = calloc (eval->timed + 1, sizeof (double));
     char err [512] = "";
-    //  Both start now: their interpreters import torch side by side. The
-    //  candidate's directory has a path of its slot's, the same from job to
-    //  job, so a kept build copied into it is found up to date.
-    char dir [PATH_MAX];
-    const char *tmp = getenv ("TMPDIR");
-    snprintf (dir, sizeof dir, "%s/kgym-py-%d-%s%d", tmp && *tmp? tmp: "/tmp", (int) getpid (),
-              ex.gpu? "gpu": "slot", ex.gpu? self->cfg.device: slot);
-    ex.ref = s_start (&ex, "reference", NULL, err, sizeof err);
-    ex.cand = ex.ref? s_start (&ex, "candidate", dir, err, sizeof err): NULL;
+    //  The runners the slot started ahead, else two now (their interpreters
+    //  import torch side by side); told to set up the device either way.
+    s_spare_t *spare = &self->spares [ex.gpu? SLOTS: slot];
+    bool spared = spare->ref && spare->cand && strcmp (spare->target, ex.target) == 0;
+    if (spared) {
+        ex.ref = spare->ref;
+        ex.cand = spare->cand;
+        spare->ref = spare->cand = NULL;
+    }
+    s_spare_drop (spare);
+    if (!spared) {
+        ex.ref = s_start (&ex, "reference", err, sizeof err);
+        ex.cand = ex.ref? s_start (&ex, "candidate", err, sizeof err): NULL;
+    }
+    if (ex.ref)
+        python_proc_go (ex.ref);
+    if (ex.cand)
+        python_proc_go (ex.cand);
     if (!ex.ref || !ex.cand || !base_us || !cand_us) {
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "cannot start the Python runners: %s", err);
         goto done;
     }
-    if (!python_proc_hello (ex.ref, HELLO_S, err, sizeof err)) {
+    json_t *hello_ref = s_hello (&ex, &ex.ref, spared, "reference", err, sizeof err);
+    if (!hello_ref) {
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "%s", err);
         goto done;
     }
     snprintf (out->sandbox, sizeof out->sandbox, "%s", python_proc_caps (ex.cand));
+    s_device_words (&ex, hello_ref, out->device, sizeof out->device);
     out->baseline_kind = strcmp (ex.task->module.baseline, "compile") == 0? "compile": "reference";
     bool timing = !eval->check_sizes_only;
     //  The candidate's interpreter has imported torch and waits (idle) before
     //  the baseline is timed: its start-up never slows the baseline.
-    json_t *hello = python_proc_hello (ex.cand, HELLO_S, err, sizeof err);
+    json_t *hello = s_hello (&ex, &ex.cand, spared, "candidate", err, sizeof err);
     if (!hello) {
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "%s", err);
         goto done;
     }
+    //  A GPU's next runners import torch now, on the host's other cores;
+    //  they touch the GPU only after this job's timed runs.
+    if (self->prewarm && ex.gpu)
+        s_spare_start (&ex, spare);
     if (s_load (&ex, ex.ref) || (timing && ex.gpu && s_baseline (&ex, base_us)))
         goto done;
     char key [2 * COMMON_HASH_BYTES + 1];
@@ -1029,6 +1123,7 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
     uint32_t runs = 0;
     if (s_correctness (&ex) || (timing && s_timing (&ex, cand_us, base_us, &runs)))
         goto done;
+    s_spare_go (spare);
     if (timing) {
         //  A GPU's baseline was timed eval.timed times beforehand; the CPU's beside each run.
         uint32_t base_n = ex.gpu? eval->timed: runs;
@@ -1056,6 +1151,11 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
 done:
     python_proc_destroy (&ex.cand);
     python_proc_destroy (&ex.ref);
+    //  A CPU slot's next runners start when nothing of its job runs (they
+    //  would compete with its timed runs for the cores).
+    if (self->prewarm && !ex.gpu && !spare->ref)
+        s_spare_start (&ex, spare);
+    s_spare_go (spare);
     free (ex.expected);
     free (base_us);
     free (cand_us);
@@ -1073,6 +1173,9 @@ s_create (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, siz
         return NULL;
     }
     self->cfg = *cfg;
+    //  KGYM_PYTHON_PREWARM=0: no runners started ahead (a one-shot run).
+    const char *prewarm = getenv ("KGYM_PYTHON_PREWARM");
+    self->prewarm = !prewarm || strcmp (prewarm, "0") != 0;
     pthread_mutex_init (&self->gpu, NULL);
     const char *python = cfg->python? cfg->python: getenv ("KGYM_PYTHON");
     snprintf (self->python, sizeof self->python, "%s", python && *python? python: "/usr/bin/python3");
@@ -1114,6 +1217,8 @@ s_destroy (void **self_p)
     python_backend_t *self = *self_p;
     if (!self)
         return;
+    for (int i = 0; i <= SLOTS; i++)
+        s_spare_drop (&self->spares [i]);
     pthread_mutex_destroy (&self->gpu);
     pthread_mutex_destroy (&self->lock);
     free (self);
@@ -1152,7 +1257,7 @@ s_execute (void *state, void **job_p, worker_outcome_t *out)
     else {
         //  A slot of its own: the candidate's directory is the slot's.
         pthread_mutex_lock (&self->lock);
-        while (slot < 63 && (self->slots_busy & (1ull << slot)))
+        while (slot < SLOTS - 1 && (self->slots_busy & (1ull << slot)))
             slot++;
         self->slots_busy |= 1ull << slot;
         pthread_mutex_unlock (&self->lock);

@@ -29,6 +29,7 @@ struct python_proc_t {
     size_t shm_size;            //  its size
     char dir [PATH_MAX];        //  its private directory (its cwd, caches, temporary files)
     json_t *hello;              //  its first message, once read
+    bool went;                  //  told to set up its device (python_proc_go)
     bool alive;                 //  not known to be dead
 };
 
@@ -165,11 +166,14 @@ python_proc_new (const python_proc_config_t *cfg, char *err, size_t errlen)
     char *const args [] = {
         "--mode", "exec", "--",
         (char *) cfg->python, "-I", script, "--fd", fd_text, "--shm", shm_text,
-        "--role", (char *) cfg->role, "--device", (char *) cfg->device, "--dir", self->dir,
+        "--role", (char *) cfg->role, "--device", (char *) cfg->device, "--dir", PYTHON_PROC_INSIDE,
         "--gpu", gpu_text, NULL
     };
     int keep [] = { peer, self->shm_fd, -1 };
-    sandbox_spawn_t what = { .args = args, .keep = keep, .object_fd = -1, .out_fd = out, .cwd = self->dir };
+    //  Its directory is at one path inside whatever it is outside: an
+    //  extension's build files name it, and a kept build is found up to date.
+    sandbox_spawn_t what = { .args = args, .keep = keep, .object_fd = -1, .out_fd = out,
+                             .cwd = self->dir, .cwd_at = PYTHON_PROC_INSIDE };
     if (sandbox_spawn (self->sandbox, &what, err, errlen)
     ||  sandbox_confirm (self->sandbox, S_CONFIRM_S, err, errlen))
         goto fail;
@@ -264,11 +268,38 @@ s_dead (python_proc_t *self)
     sandbox_kill (self->sandbox);
 }
 
+//  One message, length first.
+static int
+s_send (python_proc_t *self, json_t *msg)
+{
+    char *text = json_dumps (msg, JSON_COMPACT);
+    if (!text)
+        return -1;
+    size_t len = strlen (text);
+    uint8_t head [4] = { (uint8_t) len, (uint8_t) (len >> 8), (uint8_t) (len >> 16), (uint8_t) (len >> 24) };
+    int rc = s_write (self, head, 4) == 0 && s_write (self, text, len) == 0? 0: -1;
+    free (text);
+    return rc;
+}
+
+void
+python_proc_go (python_proc_t *self)
+{
+    if (!self || self->went || !self->alive)
+        return;
+    self->went = true;
+    json_t *start = json_pack ("{s:s}", "op", "start");
+    if (s_send (self, start) != 0)
+        s_dead (self);          //  its hello says why
+    json_decref (start);
+}
+
 json_t *
 python_proc_hello (python_proc_t *self, double timeout_s, char *err, size_t errlen)
 {
     if (self->hello)
         return self->hello;
+    python_proc_go (self);
     json_t *msg = NULL;
     int rc = s_recv (self, common_now_ns () + (uint64_t) (timeout_s * 1e9), &msg);
     if (rc) {
@@ -301,16 +332,8 @@ python_proc_request (python_proc_t *self, json_t *req, double timeout_s, json_t 
         common_seterr (err, errlen, "the runner is gone");
         return -1;
     }
-    char *text = json_dumps (req, JSON_COMPACT);
-    if (!text) {
-        common_seterr (err, errlen, "out of memory");
-        return -1;
-    }
-    size_t len = strlen (text);
-    uint8_t head [4] = { (uint8_t) len, (uint8_t) (len >> 8), (uint8_t) (len >> 16), (uint8_t) (len >> 24) };
     uint64_t t0 = common_now_ns ();
-    int rc = s_write (self, head, 4) == 0 && s_write (self, text, len) == 0? 0: -1;
-    free (text);
+    int rc = s_send (self, req);
     if (rc == 0)
         rc = s_recv (self, t0 + (uint64_t) (timeout_s * 1e9), reply);
     if (wall_s)

@@ -21,6 +21,9 @@
 
 typedef struct python_proc_t python_proc_t;
 
+//  Where a runner sees its private directory, whatever its path outside.
+#define PYTHON_PROC_INSIDE  "/kgym"
+
 //  What to start.
 typedef struct {
     const char *python;         //  the interpreter (absolute path)
@@ -29,12 +32,16 @@ typedef struct {
     const char *device;         //  "cpu" or "cuda"
     int gpu;                    //  cuda: the device ordinal
     const sandbox_config_t *sandbox;    //  its caps
-    const char *dir;            //  its private directory, made afresh (a stable path lets a
-                                //  cached build be found up to date); NULL: a temporary one
+    const char *dir;            //  its private directory, made afresh; NULL: a temporary one
 } python_proc_config_t;
 
 //  Start the runner (it imports torch meanwhile). NULL with a reason.
 python_proc_t *python_proc_new (const python_proc_config_t *cfg, char *err, size_t errlen);
+
+//  Tell it to set up its device (CUDA, the profiler) and say hello: until
+//  then it only imports torch, touching no GPU. Once; hello does it when
+//  not done before.
+void python_proc_go (python_proc_t *self);
 
 //  Its hello (versions, GPU), waiting up to timeout_s: borrowed, NULL with
 //  a reason when it died or said why it cannot run.

@@ -393,6 +393,8 @@ sandbox_spawn (sandbox_t *self, const sandbox_spawn_t *what, char *err, size_t e
         s_arg (&a, "--ro", self->cfg.view [i]);
     if (cwd)
         s_arg (&a, "--rw", cwd);
+    if (cwd && what->cwd_at)
+        s_arg (&a, "--rw-at", what->cwd_at);
     for (int i = 0; what->keep && what->keep [i] >= 0; i++) {
         if (i >= S_MAX_KEEP || nowned >= S_MAX_KEEP + 2) {
             common_seterr (err, errlen, "too many descriptors to hand over");
@@ -430,7 +432,8 @@ sandbox_spawn (sandbox_t *self, const sandbox_spawn_t *what, char *err, size_t e
     //  A small fixed environment: the worker's own never reaches a runner,
     //  but for the operator's settings trusted runners read (sandbox_kind.c).
     char tmpdir [PATH_MAX + 16];
-    snprintf (tmpdir, sizeof tmpdir, "TMPDIR=%s", cwd && strlen (cwd) < PATH_MAX? cwd: "/tmp");
+    const char *inside = cwd && what->cwd_at? what->cwd_at: cwd;
+    snprintf (tmpdir, sizeof tmpdir, "TMPDIR=%s", inside && strlen (inside) < PATH_MAX? inside: "/tmp");
     const char *envp [S_MAX_ENV + 5] = { "PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C", "LANG=C", tmpdir };
     int nenv = 4;
     for (char **e = environ; kind->operator_env && e && *e && nenv < S_MAX_ENV + 4; e++)

@@ -71,6 +71,8 @@ typedef struct {
     int object_fd;              //  SANDBOX_ROOT_EMPTY: the file its root holds, -1 none
     int out_fd;                 //  its stdout and stderr; -1: /dev/null
     const char *cwd;            //  SANDBOX_ROOT_VIEW: its writable directory, handed to its uid
+    const char *cwd_at;         //  where it sees cwd (NULL: at the same path), so that
+                                //  what it builds there names one path from run to run
 } sandbox_spawn_t;
 
 //  Start the runner once; returns when it runs (not yet confined). 0, or

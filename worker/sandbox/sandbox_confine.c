@@ -101,6 +101,9 @@ sandbox_confine_parse (int argc, char **argv, sandbox_confine_args_t *args, char
         if (strcmp (opt, "--rw") == 0)
             ok = val && !args->rw && (args->rw = val);
         else
+        if (strcmp (opt, "--rw-at") == 0)
+            ok = val && !args->rw_at && (args->rw_at = val);
+        else
         if (strcmp (opt, "--keep") == 0)
             ok = args->nkeep < SANDBOX_CONFINE_KEEP && s_parse_fd (val, &args->keep [args->nkeep++]) == 0;
         else
@@ -308,7 +311,8 @@ s_steps (const sandbox_confine_args_t *args, char *err, size_t errlen)
         return -1;
     if (kind->in_process && getpid () == 1)
         s_relay_signals ();
-    if (sandbox_root_enter (kind->root, args->ro, args->nro, args->rw, args->object, err, errlen))
+    if (sandbox_root_enter (kind->root, args->ro, args->nro, args->rw, args->rw_at, args->object,
+                            err, errlen))
         return -1;
     if (root? s_switch_uid (args->uid, err, errlen): s_drop_capabilities (err, errlen))
         return -1;

@@ -29,7 +29,7 @@
     and the runner must exit. Nothing untrusted has been read until the go.
 
     Options: --kind NAME --sync FD [--uid N | --userns] [--cgroup DIR]...
-    [--object FD] [--ro PATH]... [--rw DIR]
+    [--object FD] [--ro PATH]... [--rw DIR [--rw-at PATH]]
     [--keep FD]... [--rlimit-as B] [--rlimit-cpu S] [--rlimit-fsize B]
     [--rlimit-nofile N] [--rlimit-nproc N] [--selftest]
 */
@@ -58,6 +58,7 @@ typedef struct {
     const char *ro [SANDBOX_CONFINE_PATHS]; //  --ro: the view's read-only paths
     size_t nro;                             //  entries in ro
     const char *rw;                         //  --rw: the view's writable directory
+    const char *rw_at;                      //  --rw-at: where the view shows it (NULL: at rw)
     int keep [SANDBOX_CONFINE_KEEP];        //  --keep: descriptors handed over
     size_t nkeep;                           //  entries in keep
     uint64_t rlimit_as, rlimit_cpu, rlimit_fsize, rlimit_nofile, rlimit_nproc;

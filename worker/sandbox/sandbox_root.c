@@ -22,6 +22,7 @@
 //  One path of a view, opened before the stage hides anything.
 typedef struct {
     const char *path;               //  absolute, as given: also its place in the view
+    const char *at;                 //  its place in the view when not path (the writable one)
     int fd;                         //  O_PATH of the source, -1 for a symlink
     char link [PATH_MAX];           //  the symlink's text
     bool is_dir;                    //  directory (else a file or a symlink)
@@ -113,7 +114,7 @@ static int
 s_bind (const s_entry_t *entry, dev_t stage, char *err, size_t errlen)
 {
     char target [PATH_MAX + 16], source [32];
-    snprintf (target, sizeof target, "%s%s", S_STAGE, entry->path);
+    snprintf (target, sizeof target, "%s%s", S_STAGE, entry->at? entry->at: entry->path);
     if (s_make_parents (target, stage) != 0) {
         common_seterr (err, errlen, "view: cannot place %s: %s", entry->path, strerror (errno));
         return -1;
@@ -182,10 +183,14 @@ s_bind (const s_entry_t *entry, dev_t stage, char *err, size_t errlen)
 
 //  Open the view's sources (ro, then rw) while the host's root is whole.
 static int
-s_open_entries (const char *const *ro, size_t nro, const char *rw, s_entry_t *entries,
-                size_t *count, char *err, size_t errlen)
+s_open_entries (const char *const *ro, size_t nro, const char *rw, const char *rw_at,
+                s_entry_t *entries, size_t *count, char *err, size_t errlen)
 {
     *count = 0;
+    if (rw && rw_at && (!s_clean_path (rw_at) || strcmp (rw_at, "/") == 0 || s_below (S_STAGE, rw_at))) {
+        common_seterr (err, errlen, "view: bad place for the writable directory '%.100s'", rw_at);
+        return -1;
+    }
     for (size_t i = 0; i < nro + (rw? 1: 0); i++) {
         const char *path = i < nro? ro [i]: rw;
         bool writable = i == nro;
@@ -213,6 +218,7 @@ s_open_entries (const char *const *ro, size_t nro, const char *rw, s_entry_t *en
         s_entry_t *entry = &entries [(*count)++];
         memset (entry, 0, sizeof *entry);
         entry->path = path;
+        entry->at = writable? rw_at: NULL;
         entry->fd = -1;
         entry->writable = writable;
         if (!writable && strcmp (path, "/proc") == 0) {
@@ -255,7 +261,7 @@ s_open_entries (const char *const *ro, size_t nro, const char *rw, s_entry_t *en
 
 int
 sandbox_root_enter (sandbox_root_t root, const char *const *ro, size_t nro, const char *rw,
-                    int object_fd, char *err, size_t errlen)
+                    const char *rw_at, int object_fd, char *err, size_t errlen)
 {
     if (root == SANDBOX_ROOT_HOST) {
         //  The host's files as they are, with a /proc of the runner's own pid
@@ -286,7 +292,7 @@ sandbox_root_enter (sandbox_root_t root, const char *const *ro, size_t nro, cons
     //  Sources are opened in the new namespace (a bind takes only its own
     //  mounts), before the stage hides what lies below it.
     if (root == SANDBOX_ROOT_VIEW
-    &&  s_open_entries (ro, nro, rw, entries, &count, err, errlen) != 0)
+    &&  s_open_entries (ro, nro, rw, rw_at, entries, &count, err, errlen) != 0)
         goto done;
     char options [96];
     snprintf (options, sizeof options, "size=%llu,mode=0755,nr_inodes=%d",
@@ -313,7 +319,7 @@ sandbox_root_enter (sandbox_root_t root, const char *const *ro, size_t nro, cons
     }
     //  Nothing is mounted or created in the root itself from here on.
     if (mount (NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) != 0
-    ||  chdir (rw? rw: "/") != 0) {
+    ||  chdir (rw? (rw_at? rw_at: rw): "/") != 0) {
         common_seterr (err, errlen, "new root: %s", strerror (errno));
         goto done;
     }

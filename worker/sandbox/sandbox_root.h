@@ -27,10 +27,11 @@
 //  Enter the root: SANDBOX_ROOT_EMPTY copies object_fd (a regular file, or
 //  nothing when -1);
 //  SANDBOX_ROOT_VIEW binds the nro paths of ro read-only and rw (may be
-//  NULL) writable, then makes rw (else /) the working directory;
+//  NULL) writable at rw_at (NULL: at rw itself), then makes it (else /)
+//  the working directory;
 //  SANDBOX_ROOT_HOST does nothing. 0, or -1 with why (the runner must then
 //  refuse to go on: half a switch leaves it in between).
 int sandbox_root_enter (sandbox_root_t root, const char *const *ro, size_t nro, const char *rw,
-                        int object_fd, char *err, size_t errlen);
+                        const char *rw_at, int object_fd, char *err, size_t errlen);
 
 #endif
