@@ -62,6 +62,7 @@
 #define SAMPLES         4096        //  output positions read the moment a reply arrives
 #define MAX_OUTPUTS     16          //  tensors a forward may return
 #define WALL_FACTOR     3.0         //  candidate wall time allowed per second of its budget
+#define POISON_TILE     (1u << 20)  //  bytes of poison, repeated over an output area
 #define BUILD_MAX_BYTES (1ull << 30)//  one build's artifacts kept at most
 #define BUILD_MAX_FILES 4096        //  and as many files
 
@@ -344,24 +345,30 @@ s_reference_call (s_exec_t *ex, bool keep, bool baseline, json_t **gpu, double *
 
 //  --- the candidate's calls ---
 
-//  Poison the candidate's output area with bits that depend on this run.
+//  Poison the candidate's output area with bits that depend on this run: a
+//  tile of them, repeated (what matters is that a right value rarely
+//  equals the poison at its place, not that the poison is secret: writing
+//  it would be wrong anyway; and outputs are hundreds of MB).
 static void
-s_poison (uint8_t *area, size_t size, uint64_t seed)
+s_poison (uint8_t *area, size_t size, uint8_t *tile, uint64_t seed)
 {
-    randombytes_buf_deterministic (area, size, (const unsigned char *) (uint64_t [4]) { seed, ~seed, seed ^ 0x5bd1e995u, 7 });
+    randombytes_buf_deterministic (tile, POISON_TILE, (const unsigned char *) (uint64_t [4]) { seed, ~seed, seed ^ 0x5bd1e995u, 7 });
+    for (size_t at = 0; at < size; at += POISON_TILE)
+        memcpy (area + at, tile, size - at < POISON_TILE? size - at: POISON_TILE);
 }
 
-//  Positions read the moment the reply arrives: how many still hold poison.
+//  Positions of the output at offset in area read the moment the reply
+//  arrives: how many still hold poison.
 static uint32_t
-s_still_poisoned (const uint8_t *got, const uint8_t *poison_copy, size_t size, size_t esize)
+s_still_poisoned (const uint8_t *area, size_t offset, size_t size, size_t esize, const uint8_t *tile)
 {
     if (size < esize || esize == 0)
         return 0;
     size_t count = size / esize;
     uint32_t hits = 0;
     for (int i = 0; i < SAMPLES; i++) {
-        size_t at = (size_t) (randombytes_uniform (UINT32_MAX) * (uint64_t) count / UINT32_MAX) % count;
-        if (memcmp (got + at * esize, poison_copy + at * esize, esize) == 0)
+        size_t at = offset + (size_t) (randombytes_uniform (UINT32_MAX) * (uint64_t) count / UINT32_MAX) % count * esize;
+        if (memcmp (area + at, tile + at % POISON_TILE, esize) == 0)
             hits++;
     }
     return hits;
@@ -435,14 +442,13 @@ s_candidate_call (s_exec_t *ex, uint64_t seed, bool timed, const char *when, uin
         total = ex->slots [i].offset + ex->slots [i].nbytes > total
               ? ex->slots [i].offset + ex->slots [i].nbytes: total;
     uint8_t *shm = python_proc_shm (ex->cand, total? total: 1);
-    uint8_t *poison = malloc (total? total: 1);
+    uint8_t *poison = malloc (POISON_TILE);
     if (!shm || !poison) {
         free (poison);
         worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "cannot map %llu bytes", (unsigned long long) total);
         return -1;
     }
-    s_poison (poison, total, seed ^ 0xC0FFEEull);
-    memcpy (shm, poison, total);
+    s_poison (shm, total, poison, seed ^ 0xC0FFEEull);
     json_t *slots = json_array ();
     for (size_t i = 0; i < ex->nslots; i++)
         json_array_append_new (slots, json_pack ("{s:I, s:I}", "offset", (json_int_t) ex->slots [i].offset,
@@ -512,7 +518,7 @@ s_candidate_call (s_exec_t *ex, uint64_t seed, bool timed, const char *when, uin
     for (size_t i = 0; i < ex->nslots; i++) {
         const s_slot_t *slot = &ex->slots [i];
         size_t esize = common_dtype_size (slot->dtype);
-        uint32_t hits = s_still_poisoned (shm + slot->offset, poison + slot->offset, slot->nbytes, esize);
+        uint32_t hits = s_still_poisoned (shm, slot->offset, slot->nbytes, esize, poison);
         //  A right value equal to the poison by chance: 1 in 2^(8 esize).
         uint32_t chance = esize == 1? SAMPLES / 32: esize == 2? 8: 2;
         if (hits > chance) {
@@ -1035,6 +1041,22 @@ s_spare_go (s_spare_t *spare)
         python_proc_go (spare->cand);
 }
 
+//  Before timed runs: runners told to set up the GPU are done with it
+//  (nothing of theirs runs beside the candidate's timed calls); those that
+//  could not are dropped.
+static void
+s_spare_ready (s_spare_t *spare)
+{
+    char err [512];
+    if (!spare->ref || !spare->cand)
+        return;
+    if (!python_proc_hello (spare->ref, HELLO_S, err, sizeof err)
+    ||  !python_proc_hello (spare->cand, HELLO_S, err, sizeof err)) {
+        log_warn ("python", "runners started ahead failed: %s", err);
+        s_spare_drop (spare);
+    }
+}
+
 //  The device a job ran on, as its reference's interpreter saw it:
 //  "NVIDIA H200 (python 3.12.3, torch 2.11.0)".
 static void
@@ -1112,6 +1134,9 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
         s_spare_start (&ex, spare);
     if (s_load (&ex, ex.ref) || (timing && ex.gpu && s_baseline (&ex, base_us)))
         goto done;
+    //  Between the baseline's timed runs and the candidate's, the next
+    //  runners set up the GPU (while the candidate imports and is checked).
+    s_spare_go (spare);
     char key [2 * COMMON_HASH_BYTES + 1];
     s_build_key (&ex, hello, key);
     snprintf (out->cache_key, sizeof out->cache_key, "%s", key);
@@ -1121,9 +1146,13 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
     if (!out->cache_hit [0])
         s_build_keep (&ex, key);
     uint32_t runs = 0;
-    if (s_correctness (&ex) || (timing && s_timing (&ex, cand_us, base_us, &runs)))
+    if (s_correctness (&ex))
         goto done;
-    s_spare_go (spare);
+    if (timing) {
+        s_spare_ready (spare);
+        if (s_timing (&ex, cand_us, base_us, &runs))
+            goto done;
+    }
     if (timing) {
         //  A GPU's baseline was timed eval.timed times beforehand; the CPU's beside each run.
         uint32_t base_n = ex.gpu? eval->timed: runs;
