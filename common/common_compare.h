@@ -42,4 +42,8 @@ void common_compare (common_dtype_t dtype, const void *expected, const void *got
 void common_compare_bits (common_dtype_t dtype, const void *expected, const void *got, size_t count,
                           common_compare_t *out);
 
+//  How many elements of buf are NaN (0 for integers): a reference output
+//  compared with itself fails exactly there.
+size_t common_compare_nans (common_dtype_t dtype, const void *buf, size_t count);
+
 #endif

@@ -4,6 +4,8 @@
 #include "common_compare.h"
 #include "common_init.h"
 #include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
 
 START_TEST (test_equal_passes)
 {
@@ -149,6 +151,77 @@ START_TEST (test_bits)
 }
 END_TEST
 
+//  The f32 fast pass and the exact loop agree: every verdict, count and
+//  statistic, on arrays that pass and on arrays with NaN, infinities,
+//  out-of-tolerance elements and an infinite expected value against a
+//  finite one (inf <= atol + rtol * inf must not pass), aligned or not.
+static size_t
+s_rule_bad (const float *e, const float *g, size_t n, double atol, double rtol)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double ev = e [i], gv = g [i];
+        bool ok = !isnan (ev) && !isnan (gv)
+               && (isinf (ev) || isinf (gv)? ev == gv: fabs (gv - ev) <= atol + rtol * fabs (ev));
+        bad += !ok;
+    }
+    return bad;
+}
+
+START_TEST (test_fast_pass_agrees)
+{
+    size_t n = 4099;
+    float *e = malloc ((n + 1) * sizeof (float)), *g = malloc ((n + 1) * sizeof (float));
+    ck_assert (e && g);
+    const float specials [] = { NAN, INFINITY, -INFINITY, 1e30f, 0.0f };
+    for (int round = 0; round < 60; round++) {
+        unsigned seed = (unsigned) round * 7919u + 1;
+        for (size_t i = 0; i <= n; i++) {
+            seed = seed * 1103515245u + 12345u;
+            e [i] = (float) ((int) (seed >> 8) % 2001 - 1000) / 100.0f;
+            g [i] = e [i] * (1.0f + 1e-7f);
+        }
+        //  Rounds past the first few spoil one to three places.
+        for (int k = 0; round >= 5 && k < 1 + round % 3; k++) {
+            seed = seed * 1103515245u + 12345u;
+            size_t at = (seed >> 4) % n;
+            int what = round % 7;
+            if (what < 5)
+                g [at] = specials [what];
+            else
+            if (what == 5) {
+                e [at] = INFINITY;
+                g [at] = 1.0f;
+            }
+            else
+                g [at] += 1.0f;
+        }
+        for (int shift = 0; shift < 2; shift++) {
+            common_compare_t out;
+            common_compare (DTYPE_F32, e + shift, g + shift, n, 1e-5, 1e-5, &out);
+            ck_assert_uint_eq (out.bad, s_rule_bad (e + shift, g + shift, n, 1e-5, 1e-5));
+            ck_assert_uint_eq (out.count, n);
+            if (!out.bad)
+                ck_assert (out.max_abs > 0 && out.max_rel > 0 && out.max_rel < 1e-6);
+        }
+    }
+    free (e);
+    free (g);
+}
+END_TEST
+
+START_TEST (test_nans_counted)
+{
+    float v [5] = { 1, NAN, 2, NAN, INFINITY };
+    ck_assert_uint_eq (common_compare_nans (DTYPE_F32, v, 5), 2);
+    ck_assert_uint_eq (common_compare_nans (DTYPE_F32, (const char *) v + 1, 0), 0);
+    double d [3] = { NAN, 0, -NAN };
+    ck_assert_uint_eq (common_compare_nans (DTYPE_F64, d, 3), 2);
+    int32_t i [2] = { -1, 0x7fc00000 };
+    ck_assert_uint_eq (common_compare_nans (DTYPE_I32, i, 2), 0);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -161,6 +234,8 @@ s_suite (void)
     tcase_add_test (tc, test_integers_and_keep);
     tcase_add_test (tc, test_int64_exact);
     tcase_add_test (tc, test_bits);
+    tcase_add_test (tc, test_fast_pass_agrees);
+    tcase_add_test (tc, test_nans_counted);
     suite_add_tcase (suite, tc);
     return suite;
 }
