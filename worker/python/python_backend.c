@@ -70,8 +70,9 @@
 
 //  A slot's runners for its next job, started ahead: fresh interpreters
 //  (nothing of any candidate has run in them) that import torch while the
-//  slot's job runs, and set up the device (CUDA, the profiler's first
-//  session: seconds) when told, once that job's timed runs are over.
+//  slot's job runs and set up the device (CUDA, the profiler's first
+//  session: seconds) when told: between that job's baseline and its
+//  candidate's timed runs, which wait until they are done.
 typedef struct {
     python_proc_t *ref, *cand;      //  NULL when none
     char target [16];               //  the target they were started for
@@ -88,7 +89,8 @@ typedef struct {
     pthread_mutex_t gpu;            //  one job on the GPU at a time
     pthread_mutex_t lock;           //  guards the next fields
     uint64_t slots_busy;            //  CPU jobs at once: bit i, slot i holds a job
-    bool prewarm;                   //  start each slot's next runners as a job ends
+    bool prewarm;                   //  start each slot's next runners ahead
+                                    //  (KGYM_PYTHON_PREWARM=0: off)
     s_spare_t spares [SLOTS + 1];   //  CPU slot i at i, the GPU at SLOTS; the job holding
                                     //  its slot alone touches one
 } python_backend_t;
