@@ -31,6 +31,7 @@
 #include "common_log.h"
 #include <ctype.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,7 +91,6 @@ struct _client_kgym_t {
     unsigned no_detail;         //  handshakes failed without detail since the last success
     uint64_t reconnects;        //  resyncs done
     uint64_t duplicates;        //  replies dropped as seen before
-    unsigned sockets;           //  sockets made (names the monitor endpoint)
 };
 
 static void s_send_error (client_kgym_t *self, int error, char *err, size_t errlen);
@@ -316,9 +316,13 @@ s_socket_open (client_kgym_t *self, char *err, size_t errlen)
     if (self->curve_secret
     &&  proto_curve_client (self->sock, self->curve_secret, self->broker_key, err, errlen))
         return -1;
+    //  Never a name used before in this process (a destroyed client's
+    //  monitor stays bound until ZeroMQ's reaper closes it; the next client
+    //  may be allocated at its address).
+    static atomic_uint s_monitors;
     char endpoint [96];
-    snprintf (endpoint, sizeof (endpoint), "inproc://kgym-client-monitor-%p-%u", (void *) self,
-              self->sockets++);
+    snprintf (endpoint, sizeof (endpoint), "inproc://kgym-client-monitor-%u",
+              atomic_fetch_add (&s_monitors, 1));
     int events = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED
                | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
                | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;

@@ -134,9 +134,16 @@ START_TEST (test_grade_answers_through_a_broker)
                    "right answer: %s", json_dumps (line, 0));
     ck_assert (json_number_value (json_object_get (line, "reward")) > 0);
     json_decref (line);
+    bool ahead = json_is_true (json_object_get (line, "runners_ahead"));
+    json_decref (line);
     line = testutil_json_line (out, "candidate", "_wrong.md");
     ck_assert_str_eq (json_string_value (json_object_get (line, "status")), "incorrect");
     ck_assert (json_number_value (json_object_get (line, "reward")) < 0);
+    //  The worker's one slot took one job after the other: the second's
+    //  runners were started ahead, and lived on after the first job's
+    //  thread ended.
+    ahead |= json_is_true (json_object_get (line, "runners_ahead"));
+    ck_assert_msg (ahead, "no job had its runners started ahead: %s", out);
     json_decref (line);
     line = testutil_json_line (out, "candidate", "_prose.md");
     ck_assert_str_eq (json_string_value (json_object_get (line, "status")), "invalid");

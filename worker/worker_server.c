@@ -36,6 +36,7 @@
 #include "proto_curve.h"
 #include "common_log.h"
 #include "common_notify.h"
+#include <stdatomic.h>
 #include <unistd.h>
 
 #define BACKOFF_MIN_MS 1000
@@ -334,8 +335,12 @@ worker_server_new (const worker_config_t *cfg, char *err, size_t errlen)
         self->cfg.liveness = 3;
     //  State requests from other threads arrive here; bound now, so a
     //  request made before worker_server_run waits for it.
-    snprintf (self->control_endpoint, sizeof self->control_endpoint, "inproc://kgym-worker-%p",
-              (void *) self);
+    //  A name never used before in this process: a destroyed server's name
+    //  stays bound until ZeroMQ's reaper closes its socket (later, on a
+    //  loaded host), and the next server may be allocated at its address.
+    static atomic_uint s_servers;
+    snprintf (self->control_endpoint, sizeof self->control_endpoint, "inproc://kgym-worker-%u",
+              atomic_fetch_add (&s_servers, 1));
     self->control = zsock_new (ZMQ_PULL);
     if (!self->control || zsock_bind (self->control, "%s", self->control_endpoint) == -1) {
         snprintf (err, errlen, "cannot bind %s", self->control_endpoint);

@@ -93,7 +93,23 @@ typedef struct {
                                     //  (KGYM_PYTHON_PREWARM=0: off)
     s_spare_t spares [SLOTS + 1];   //  CPU slot i at i, the GPU at SLOTS; the job holding
                                     //  its slot alone touches one
+    //  A runner dies with the thread that spawned it (PR_SET_PDEATHSIG),
+    //  and a worker's job threads end with their jobs: runners started
+    //  ahead are spawned by this backend's own thread.
+    pthread_t spawner;
+    bool spawner_up;
+    pthread_mutex_t spawn_lock;     //  guards the next fields
+    pthread_cond_t spawn_cond;      //  a request came, or one was done
+    struct s_spawn_req_t *spawn_req;//  the next request, NULL when none
+    bool spawn_quit;
 } python_backend_t;
+
+//  One request to the spawner: fill spare with runners for target.
+typedef struct s_spawn_req_t {
+    s_spare_t *spare;
+    const char *target;
+    bool done;
+} s_spawn_req_t;
 
 typedef struct {
     const common_job_t *job;        //  borrowed
@@ -977,37 +993,45 @@ s_load (s_exec_t *ex, python_proc_t *proc)
 }
 
 static python_proc_t *
-s_start (s_exec_t *ex, const char *role, char *err, size_t errlen)
+s_start_for (python_backend_t *self, const char *target, const char *role, char *err, size_t errlen)
 {
+    bool gpu = strcmp (target, "cpu") != 0;
     sandbox_config_t sandbox;
     sandbox_config_default (&sandbox);
     //  torch maps far more address space than it uses (CUDA: all device
     //  memory too): the memory cgroup is the cap that means something.
-    sandbox.mem_bytes = ex->gpu? ex->self->max_job_bytes: ex->self->max_job_bytes / 2;
+    sandbox.mem_bytes = gpu? self->max_job_bytes: self->max_job_bytes / 2;
     sandbox.max_pids = 512;
     sandbox.cpu_s = 3600;
     python_proc_config_t cfg = {
-        .python = ex->self->python, .script = ex->self->script, .role = role,
-        .device = ex->target, .gpu = ex->self->cfg.device, .sandbox = &sandbox, .dir = NULL
+        .python = self->python, .script = self->script, .role = role,
+        .device = target, .gpu = self->cfg.device, .sandbox = &sandbox, .dir = NULL
     };
     return python_proc_new (&cfg, err, errlen);
+}
+
+static python_proc_t *
+s_start (s_exec_t *ex, const char *role, char *err, size_t errlen)
+{
+    return s_start_for (ex->self, ex->target, role, err, errlen);
 }
 
 //  A runner's hello. One started ahead (spared) that died meanwhile is
 //  started again, once.
 static json_t *
-s_hello (s_exec_t *ex, python_proc_t **proc, bool spared, const char *role, char *err, size_t errlen)
+s_hello (s_exec_t *ex, python_proc_t **proc, bool *spared, const char *role, char *err, size_t errlen)
 {
     double t0 = common_now_s ();
     json_t *hello = python_proc_hello (*proc, HELLO_S, err, errlen);
-    if (!hello && spared) {
+    if (!hello && *spared) {
+        *spared = false;
         log_warn ("python", "the %s runner started ahead is gone (%s); starting another", role, err);
         python_proc_destroy (proc);
         *proc = s_start (ex, role, err, errlen);
         hello = *proc? python_proc_hello (*proc, HELLO_S, err, errlen): NULL;
     }
     log_debug ("python", "%s hello: %.3f ms%s", role, (common_now_s () - t0) * 1e3,
-               spared? " (started ahead)": "");
+               *spared? " (started ahead)": "");
     return hello;
 }
 
@@ -1018,20 +1042,57 @@ s_spare_drop (s_spare_t *spare)
     python_proc_destroy (&spare->cand);
 }
 
-//  Start the slot's runners for its next job; they set up the device
-//  when s_spare_go says.
+static void *
+s_spawner (void *arg)
+{
+    python_backend_t *self = arg;
+    pthread_mutex_lock (&self->spawn_lock);
+    while (!self->spawn_quit) {
+        s_spawn_req_t *req = self->spawn_req;
+        if (!req) {
+            pthread_cond_wait (&self->spawn_cond, &self->spawn_lock);
+            continue;
+        }
+        self->spawn_req = NULL;
+        pthread_mutex_unlock (&self->spawn_lock);
+        char err [512] = "";
+        s_spare_t *spare = req->spare;
+        spare->ref = s_start_for (self, req->target, "reference", err, sizeof err);
+        spare->cand = spare->ref? s_start_for (self, req->target, "candidate", err, sizeof err): NULL;
+        snprintf (spare->target, sizeof spare->target, "%s", req->target);
+        if (!spare->cand) {
+            log_warn ("python", "cannot start runners ahead: %s", err);
+            s_spare_drop (spare);
+        }
+        pthread_mutex_lock (&self->spawn_lock);
+        req->done = true;
+        pthread_cond_broadcast (&self->spawn_cond);
+    }
+    pthread_mutex_unlock (&self->spawn_lock);
+    return NULL;
+}
+
+//  Start the slot's runners for its next job (the spawner's thread spawns
+//  them; spawning takes milliseconds, their imports go on meanwhile); they
+//  set up the device when s_spare_go says.
 static void
 s_spare_start (s_exec_t *ex, s_spare_t *spare)
 {
-    char err [512] = "";
+    python_backend_t *self = ex->self;
     s_spare_drop (spare);
-    spare->ref = s_start (ex, "reference", err, sizeof err);
-    spare->cand = spare->ref? s_start (ex, "candidate", err, sizeof err): NULL;
-    snprintf (spare->target, sizeof spare->target, "%s", ex->target);
-    if (!spare->cand) {
-        log_warn ("python", "cannot start runners ahead: %s", err);
-        s_spare_drop (spare);
+    if (!self->spawner_up)
+        return;
+    s_spawn_req_t req = { .spare = spare, .target = ex->target, .done = false };
+    pthread_mutex_lock (&self->spawn_lock);
+    while (self->spawn_req && !self->spawn_quit)
+        pthread_cond_wait (&self->spawn_cond, &self->spawn_lock);
+    if (!self->spawn_quit) {
+        self->spawn_req = &req;
+        pthread_cond_broadcast (&self->spawn_cond);
+        while (!req.done && !self->spawn_quit)
+            pthread_cond_wait (&self->spawn_cond, &self->spawn_lock);
     }
+    pthread_mutex_unlock (&self->spawn_lock);
 }
 
 static void
@@ -1114,7 +1175,8 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "cannot start the Python runners: %s", err);
         goto done;
     }
-    json_t *hello_ref = s_hello (&ex, &ex.ref, spared, "reference", err, sizeof err);
+    bool ref_ahead = spared, cand_ahead = spared;
+    json_t *hello_ref = s_hello (&ex, &ex.ref, &ref_ahead, "reference", err, sizeof err);
     if (!hello_ref) {
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "%s", err);
         goto done;
@@ -1125,11 +1187,14 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
     bool timing = !eval->check_sizes_only;
     //  The candidate's interpreter has imported torch and waits (idle) before
     //  the baseline is timed: its start-up never slows the baseline.
-    json_t *hello = s_hello (&ex, &ex.cand, spared, "candidate", err, sizeof err);
+    json_t *hello = s_hello (&ex, &ex.cand, &cand_ahead, "candidate", err, sizeof err);
     if (!hello) {
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "%s", err);
         goto done;
     }
+    if (!out->extra)
+        out->extra = json_object ();
+    json_object_set_new (out->extra, "runners_ahead", json_boolean (ref_ahead && cand_ahead));
     //  A GPU's next runners import torch now, on the host's other cores;
     //  they touch the GPU only after this job's timed runs.
     if (self->prewarm && ex.gpu)
@@ -1208,6 +1273,8 @@ s_create (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, siz
     const char *prewarm = getenv ("KGYM_PYTHON_PREWARM");
     self->prewarm = !prewarm || strcmp (prewarm, "0") != 0;
     pthread_mutex_init (&self->gpu, NULL);
+    pthread_mutex_init (&self->spawn_lock, NULL);
+    pthread_cond_init (&self->spawn_cond, NULL);
     const char *python = cfg->python? cfg->python: getenv ("KGYM_PYTHON");
     snprintf (self->python, sizeof self->python, "%s", python && *python? python: "/usr/bin/python3");
     s_find_script (self->script, sizeof self->script);
@@ -1235,8 +1302,11 @@ s_create (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, siz
             self->builds [0] = 0;
     }
     free (place);
+    self->spawner_up = self->prewarm && pthread_create (&self->spawner, NULL, s_spawner, self) == 0;
     return self;
 fail:
+    pthread_cond_destroy (&self->spawn_cond);
+    pthread_mutex_destroy (&self->spawn_lock);
     pthread_mutex_destroy (&self->gpu);
     free (self);
     return NULL;
@@ -1248,8 +1318,17 @@ s_destroy (void **self_p)
     python_backend_t *self = *self_p;
     if (!self)
         return;
+    if (self->spawner_up) {
+        pthread_mutex_lock (&self->spawn_lock);
+        self->spawn_quit = true;
+        pthread_cond_broadcast (&self->spawn_cond);
+        pthread_mutex_unlock (&self->spawn_lock);
+        pthread_join (self->spawner, NULL);
+    }
     for (int i = 0; i <= SLOTS; i++)
         s_spare_drop (&self->spares [i]);
+    pthread_cond_destroy (&self->spawn_cond);
+    pthread_mutex_destroy (&self->spawn_lock);
     pthread_mutex_destroy (&self->gpu);
     pthread_mutex_destroy (&self->lock);
     free (self);
