@@ -1047,7 +1047,8 @@ s_spawner (void *arg)
 {
     python_backend_t *self = arg;
     pthread_mutex_lock (&self->spawn_lock);
-    while (!self->spawn_quit) {
+    //  A request taken in is always answered, quitting or not: its asker waits.
+    while (!self->spawn_quit || self->spawn_req) {
         s_spawn_req_t *req = self->spawn_req;
         if (!req) {
             pthread_cond_wait (&self->spawn_cond, &self->spawn_lock);
@@ -1089,7 +1090,7 @@ s_spare_start (s_exec_t *ex, s_spare_t *spare)
     if (!self->spawn_quit) {
         self->spawn_req = &req;
         pthread_cond_broadcast (&self->spawn_cond);
-        while (!req.done && !self->spawn_quit)
+        while (!req.done)
             pthread_cond_wait (&self->spawn_cond, &self->spawn_lock);
     }
     pthread_mutex_unlock (&self->spawn_lock);
