@@ -4,7 +4,9 @@
 #   more GPUs, the multi-GPU scaling run. Binaries come from a build copied by
 #   bench/device_stage.sh into .devbuild; libraries from .devlibs (see
 #   ../shared/device/README.md). Logs go to $OUT.
-#   bench/device_verify.sh [tests] [profile] [demo] [bench] [scaling] [ops] [pool] [throughput]
+#   bench/device_verify.sh [tests] [python] [profile] [demo] [bench] [scaling] [ops] [pool] [throughput]
+#   (python: the PyTorch tasks' gpu test, tests/test_python_gpu, with $KGYM_PYTHON, default
+#    /opt/torch/.venv/bin/python3)
 #   (ops: broker and CUDA workers with metrics, the examples twice, the admin's view)
 #   (pool: the PyTorch pool through kgym eval, bench/pytorch_pool.sh; POOL_TASKS picks tasks)
 #   (profile: the profiler's cases, then the whole gpu suite, with per-case output)
@@ -25,6 +27,9 @@ for step in $steps; do
     echo "=== $step"
     case $step in
         tests)   (cd $B/tests && ./test_cuda_backend) 2>&1 | tee $OUT/gpu_tests.log | tail -n 60 ;;
+        python)  (cd $B/tests && KGYM_PYTHON=${KGYM_PYTHON:-/opt/torch/.venv/bin/python3} \
+                    KGYM_PYRUNNER=$PWD/worker/python/kgym_pyrunner.py CK_VERBOSITY=verbose \
+                    ./test_python_gpu) 2>&1 | tee $OUT/python_gpu.log | tail -n 30 ;;
         profile)
             (cd $B/tests && CK_RUN_CASE=profile CK_VERBOSITY=verbose timeout ${PROFILE_LIMIT:-240} \
                 stdbuf -oL ./test_cuda_backend) > $OUT/profile.log 2>&1
