@@ -28,7 +28,7 @@ for step in $steps; do
     case $step in
         tests)   (cd $B/tests && ./test_cuda_backend) 2>&1 | tee $OUT/gpu_tests.log | tail -n 60 ;;
         python)  (cd $B/tests && KGYM_PYTHON=${KGYM_PYTHON:-/opt/torch/.venv/bin/python3} \
-                    KGYM_PYRUNNER=$PWD/worker/python/kgym_pyrunner.py CK_VERBOSITY=verbose \
+                    KGYM_PYRUNNER=$KGYM_SOURCE_DIR/worker/python/kgym_pyrunner.py CK_VERBOSITY=verbose \
                     ./test_python_gpu) 2>&1 | tee $OUT/python_gpu.log | tail -n 30 ;;
         profile)
             (cd $B/tests && CK_RUN_CASE=profile CK_VERBOSITY=verbose timeout ${PROFILE_LIMIT:-240} \
