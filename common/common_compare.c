@@ -81,44 +81,6 @@ common_compare_bits (common_dtype_t dtype, const void *expected, const void *got
     }
 }
 
-static inline double
-s_f32 (const void *buf, size_t i)
-{
-    float v;
-    memcpy (&v, (const uint8_t *) buf + i * 4, 4);
-    return v;
-}
-
-static inline double
-s_f64 (const void *buf, size_t i)
-{
-    double v;
-    memcpy (&v, (const uint8_t *) buf + i * 8, 8);
-    return v;
-}
-
-//  One pass over floats read by get, inlined: outputs of hundreds of
-//  millions of elements are compared on every run. The same rule and
-//  statistics as the general loop below.
-#define S_COMPARE_FLOATS(get)                                               \
-    for (size_t i = 0; i < count; i++) {                                    \
-        double e = get (expected, i), g = get (got, i);                     \
-        double diff = fabs (g - e);                                         \
-        if (isfinite (e) && isfinite (g)) {                                 \
-            if (diff > out->max_abs)                                        \
-                out->max_abs = diff;                                        \
-            if (e != 0 && diff > out->max_rel * fabs (e)) {                 \
-                double rel = diff / fabs (e);                               \
-                if (rel > out->max_rel)                                     \
-                    out->max_rel = rel;                                     \
-            }                                                               \
-            if (diff <= atol + rtol * fabs (e))                             \
-                continue;                                                   \
-        }                                                                   \
-        if (!s_close (e, g, atol, rtol))                                    \
-            s_keep (out, i, e, g);                                          \
-    }
-
 //  f32 when every element passes, branch-free: true with the statistics
 //  set; false as soon as one may not (NaN, an infinity, out of tolerance),
 //  and the exact loop then says which and why.
@@ -152,14 +114,6 @@ common_compare (common_dtype_t dtype, const void *expected, const void *got, siz
     &&  s_all_close_f32 (expected, got, count, atol, rtol, out))
         return;
     out->max_abs = out->max_rel = 0;
-    if (dtype == DTYPE_F32) {
-        S_COMPARE_FLOATS (s_f32);
-        return;
-    }
-    if (dtype == DTYPE_F64) {
-        S_COMPARE_FLOATS (s_f64);
-        return;
-    }
     for (size_t i = 0; i < count; i++) {
         double e = common_dtype_get (dtype, expected, i);
         double g = common_dtype_get (dtype, got, i);

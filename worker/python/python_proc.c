@@ -367,10 +367,6 @@ python_proc_shm (python_proc_t *self, size_t size)
     else
     if (ftruncate (self->shm_fd, (off_t) bytes) != 0)
         return NULL;
-    //  The mapping stays from call to call: a fresh one would fault in
-    //  every page again (a quarter second per 128 MB, measured).
-    if (self->shm && self->shm_size == bytes)
-        return self->shm;
     if (self->shm)
         munmap (self->shm, self->shm_size);
     self->shm = NULL;
