@@ -17,6 +17,7 @@ need_pkgs() {
     done
     [ ${#missing[@]} -eq 0 ] && return 0
     echo "build.sh: installing ${missing[*]}" >&2
+    installed=1
     local sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"
     export DEBIAN_FRONTEND=noninteractive
@@ -41,10 +42,14 @@ if [ "$action" = test ]; then
     pkgs+=(python3-venv python3-pip python3-setuptools)
     command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
 fi
+installed=0
 need_pkgs "${pkgs[@]}"
 
 if [ ! -f "$build/build.ninja" ]; then
     meson setup "$build" --buildtype=debugoptimized >/dev/null
+elif [ $installed = 1 ]; then
+    # What meson found at setup (torch for the pool's test, say) may have just arrived.
+    meson setup --reconfigure "$build" >/dev/null
 fi
 ninja -C "$build" >/dev/null
 

@@ -173,15 +173,22 @@ s_overhead (void)
     json_object_set_new (task, "sizes", json_pack ("[{s:i}]", "N", 4096));
     json_object_set_new (task, "timing_size", json_integer (0));
     json_t *cand = s_load ("gelu_f32", "candidates/naive.json");
-    const char *names [] = { "default eval (3 trials, 2 warm-up, 10 timed)", "check only (1 trial)" };
+    const char *names [] = { "default eval (3 trials, 2 warm-up, 10 timed)", "check only (1 trial)",
+                             "default eval, profile off" };
+    const char *tags [] = { "default", "checkonly", "noprofile" };
     for (int reload = 1; reload >= 0; reload--) {
         //  cuda_backend reads KGYM_CUDA_RELOAD when it is created.
         setenv ("KGYM_CUDA_RELOAD", reload? "1": "0", 1);
         cuda_backend_t *cuda = s_backend (cache, false);
-        for (int e = 0; e < 2; e++) {
-            json_t *eval = e? json_pack ("{s:i, s:b}", "trials", 1, "check_only", 1): NULL;
+        for (int e = 0; e < 3; e++) {
+            json_t *eval = e == 1? json_pack ("{s:i, s:b}", "trials", 1, "check_only", 1)
+                         : e == 2? json_pack ("{s:b}", "profile", 0): NULL;
             enum { N = 60 };
             double wall [N], prep [N], gpu [N], over [N];
+            //  Where the time goes: the supervisor's execute (run_s), the runner's
+            //  own total and its phases (docs/benchmarks.md, overhead breakdown).
+            static const char *ph [] = { "total_s", "load_s", "check_s", "time_s", "profile_s" };
+            double run [N], phase [5][N];
             worker_outcome_t out;
             s_grade (cuda, task, cand, eval, 1, &out, NULL);        //  warm the cache and runner
             worker_outcome_clear (&out);
@@ -190,12 +197,16 @@ s_overhead (void)
                 wall [i] = s_grade (cuda, task, cand, eval, (uint64_t) i + 2, &out, &p) * 1e3;
                 prep [i] = p * 1e3;
                 //  The kernels' own GPU time: every candidate and reference run.
-                uint32_t runs = e == 0? 3 + 2 + 10 + 1: 1;
+                uint32_t runs = e != 1? 3 + 2 + 10 + 1: 1;
                 double k = (out.candidate.median_us + out.baseline.median_us) * 1e-3;
                 if (out.candidate.n == 0)
                     k = 0.006;       //  untimed: ~3 us per launch, two launches a set
                 gpu [i] = k * runs;
                 over [i] = wall [i] - gpu [i];
+                run [i] = out.run_s * 1e3;
+                json_t *phases = out.extra? json_object_get (out.extra, "gpu_phases"): NULL;
+                for (int f = 0; f < 5; f++)
+                    phase [f][i] = json_number_value (json_object_get (phases, ph [f])) * 1e3;
                 if (out.status != STATUS_OK) {
                     fprintf (stderr, "overhead job: %s %s\n", worker_status_name (out.status), out.message);
                     exit (1);
@@ -206,8 +217,12 @@ s_overhead (void)
                     "%.2f ms (prepare %.3f ms), kernels' GPU time ~%.3f ms, overhead %.2f ms\n", names [e],
                     reload? "on": "off", s_median (wall, N), s_median (prep, N), s_median (gpu, N),
                     s_median (over, N));
-            printf ("BENCH overhead_%s_reload%d_ms %.2f\n", e == 0? "default": "checkonly", reload,
+            printf ("BENCH overhead_%s_reload%d_ms %.2f\n", tags [e], reload,
                     s_median (over, N));
+            printf ("  breakdown (medians, ms): execute %.3f, runner total %.3f (load %.3f, check %.3f, "
+                    "time %.3f, profile %.3f)\n", s_median (run, N), s_median (phase [0], N),
+                    s_median (phase [1], N), s_median (phase [2], N), s_median (phase [3], N),
+                    s_median (phase [4], N));
             json_decref (eval);
         }
         cuda_backend_destroy (&cuda);

@@ -19,7 +19,7 @@ export LD_LIBRARY_PATH=$PWD/.devlibs/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 B=$PWD/.devbuild
 export KGYM_SOURCE_DIR=$PWD KGYM_RUNNER=$B/worker/cpu/kgym-runner \
        KGYM_CUDA_RUNNER=$B/worker/cuda/kgym-cuda-runner KGYM_NVRTC=$B/worker/cuda/kgym-nvrtc \
-       KGYM_CACHE_DIR=$(mktemp -d)
+       KGYM_CACHE_DIR=$(mktemp -d) KGYM_BUILD_DIR=$B
 OUT=${OUT:-/tmp}
 steps=${*:-tests demo bench scaling}
 nvidia-smi -L

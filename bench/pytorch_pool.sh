@@ -81,6 +81,9 @@ for task_file in sorted(glob.glob(os.path.join(pool, "*", "task.%s.json" % targe
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
         lines, why = proc.stdout.splitlines(), proc.stderr.strip()[-400:]
+        # The worker's log (KGYM_LOG=debug: each request's time) beside the results.
+        with open(os.path.join(out_dir, "pytorch_pool.%s.log" % task), "w") as err_log:
+            err_log.write(proc.stderr)
     except subprocess.TimeoutExpired as e:
         lines, why = (e.stdout or b"").decode(errors="replace").splitlines(), "no end in %d s" % limit
     wall = (time.time() - start) / len(names)

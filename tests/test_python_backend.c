@@ -379,6 +379,50 @@ START_TEST (test_runners_fresh_per_job)
 }
 END_TEST
 
+//  What a candidate's import builds (in its extensions folder) is kept under
+//  its key and found by the next job with the same source, not by another;
+//  the cache's place given by the caller holds even once the caller's
+//  string is gone (backends are made on first use).
+START_TEST (test_build_kept_under_its_key)
+{
+    worker_eval_destroy (&s_eval);
+    char dir [64], path [128];
+    testutil_dir_make (dir, sizeof dir, "pykeep");
+    snprintf (path, sizeof path, "%s/cache.sqlite", dir);
+    s_eval = testutil_eval_new (NULL, path, 0);
+    memset (path, 'x', sizeof path - 1);
+    const char *source = HEAD
+        "import os\n"
+        "d = os.path.join(os.environ['TORCH_EXTENSIONS_DIR'], 'kgym_keep')\n"
+        "f = os.path.join(d, 'artifact.so')\n"
+        "if os.path.exists(f):\n"
+        "    assert open(f).read() == 'built once', 'the artifact changed'\n"
+        "else:\n"
+        "    os.makedirs(d, exist_ok=True)\n"
+        "    open(f, 'w').write('built once')\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(x)\n";
+    for (int job = 0; job < 3; job++) {
+        //  The third job's source differs by a comment: another key.
+        char *candidate = NULL;
+        ck_assert (asprintf (&candidate, "%s%s", source, job == 2? "# another\n": "") > 0);
+        json_t *r = s_grade (candidate);
+        s_expect (r, "ok", NULL);
+        json_t *hit = json_object_get (json_object_get (r, "cache"), "candidate");
+        ck_assert_msg (json_is_true (hit) == (job == 1), "job %d: cache.candidate %s", job,
+                       json_is_true (hit)? "true": "false");
+        json_decref (r);
+        free (candidate);
+    }
+    char kept [160];
+    snprintf (kept, sizeof kept, "%s/pybuild", dir);
+    ck_assert_msg (access (kept, F_OK) == 0, "no build cache at %s", kept);
+    worker_eval_destroy (&s_eval);
+    testutil_dir_remove (dir);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -401,6 +445,7 @@ s_suite (void)
     tcase_add_test (tc, test_patched_timers);
     tcase_add_test (tc, test_build_tools_run);
     tcase_add_test (tc, test_runners_fresh_per_job);
+    tcase_add_test (tc, test_build_kept_under_its_key);
     suite_add_tcase (suite, tc);
     return suite;
 }

@@ -7,14 +7,18 @@
     with synchronisation patched out, and a slow kernel behind patched CUDA
     events, never look faster than they are; a load_inline build is kept
     under its key and found up to date by the next job; the next job's
-    runners were started ahead of it.
+    runners were started ahead of it; and a KernelBench folder imported for
+    the GPU, prompted, answered and graded through a broker and a worker.
     Skips (77) when the interpreter has no torch with a CUDA device.
 */
 #include "testutil.h"
 #include "worker_eval.h"
+#include <czmq.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 static worker_eval_t *s_eval;
 static char s_dir [64];
@@ -53,6 +57,14 @@ s_grade (const char *name)
                              "eval", "timeout", 30.0, "seed", 7);
     json_t *result = worker_eval_run (s_eval, job);
     ck_assert_ptr_nonnull (result);
+    //  Each job's figures, for docs/benchmarks.md.
+    char *phases = json_dumps (json_object_get (result, "phases"), JSON_COMPACT);
+    printf ("%s: %s, speedup %.3f, runners_ahead %d, phases %s\n", name,
+            json_string_value (json_object_get (result, "status")),
+            json_number_value (json_object_get (result, "speedup")),
+            json_is_true (json_object_get (result, "runners_ahead")), phases? phases: "-");
+    free (phases);
+    fflush (stdout);            //  a failing case's child never flushes
     json_decref (job);
     free (task_source);
     free (cand_source);
@@ -126,9 +138,94 @@ START_TEST (test_inline_build_kept)
     json_decref (r);
     r = s_grade ("inline_relu");
     testutil_expect_status (r, "ok", NULL);
+    char *cache = json_dumps (json_object_get (r, "cache"), JSON_COMPACT);
+    printf ("inline_relu again: cache %s, compile_s %.3f\n", cache? cache: "-",
+            json_number_value (json_object_get (json_object_get (r, "phases"), "compile_s")));
+    fflush (stdout);
+    free (cache);
     ck_assert (json_is_true (json_object_get (json_object_get (r, "cache"), "candidate")));
     ck_assert (json_is_true (json_object_get (r, "runners_ahead")));
     json_decref (r);
+}
+END_TEST
+
+//  From a dataset folder to a reward on the GPU: `kgym import kernelbench`
+//  for cuda, `kgym prompt`, the answers extracted and graded by
+//  `kgym submit --completion` through a kgym-broker and a CUDA kgym-worker
+//  (the same path test_pytorch_e2e takes on the CPU in CI).
+START_TEST (test_dataset_to_reward)
+{
+    char clients [64], workers [64];
+    snprintf (clients, sizeof clients, "tcp://127.0.0.1:%d", testutil_free_port ());
+    snprintf (workers, sizeof workers, "tcp://127.0.0.1:%d", testutil_free_port ());
+    char *broker = testutil_build_path ("broker/kgym-broker");
+    char *worker = testutil_build_path ("worker/kgym-worker");
+    char *cache = zsys_sprintf ("%s/worker.sqlite", s_dir);
+    char *bargv [] = { broker, "--clients", clients, "--workers", workers, NULL };
+    pid_t pids [2];
+    pids [0] = testutil_spawn (bargv);
+    char *python = getenv ("KGYM_PYTHON");
+    char *wargv [] = { worker, "--broker", workers, "--backend", "cuda", "--cache", cache,
+                       "--python", python && *python? python: "/usr/bin/python3", NULL };
+    pids [1] = testutil_spawn (wargv);
+
+    char *data = testutil_source_path ("tests/data/kernelbench");
+    char *pool = zsys_sprintf ("%s/pool", s_dir);
+    char *out, *err;
+    int rc = testutil_kgym (s_dir, &out, &err, "import", "kernelbench", "--backend", "cuda",
+                            "--out", pool, data, NULL);
+    ck_assert_msg (rc == 0 && strstr (err, "8 imported"), "import: exit %d: %s", rc, err);
+    free (out);
+    free (err);
+    char *task_path = zsys_sprintf ("%s/L1_19_ReLU.json", pool);
+    rc = testutil_kgym (s_dir, &out, &err, "prompt", "--format", "json", task_path, NULL);
+    ck_assert_msg (rc == 0, "prompt: exit %d: %s", rc, err);
+    json_t *prompt = json_loads (out, 0, NULL);
+    ck_assert_ptr_nonnull (prompt);
+    ck_assert_str_eq (json_string_value (json_object_get (prompt, "answer")), "python");
+    ck_assert_str_eq (json_string_value (json_object_get (prompt, "lang")), "triton");
+    const char *user = json_string_value (json_object_get (prompt, "user"));
+    ck_assert_msg (strstr (user, "@triton.jit") && !strstr (user, "the CPU"), "prompt: %s", user);
+    printf ("prompt for the GPU: target %s\n", json_string_value (json_object_get (prompt, "gpu")));
+    json_decref (prompt);
+    free (out);
+    free (err);
+
+    char *right = testutil_source_path ("tests/data/kernelbench/answers/L1_19_ReLU_triton.md");
+    char *wrong = testutil_source_path ("tests/data/kernelbench/answers/L1_19_ReLU_wrong.md");
+    char *prose = testutil_source_path ("tests/data/kernelbench/answers/L1_19_ReLU_prose.md");
+    rc = testutil_kgym (s_dir, &out, &err, "submit", "--broker", clients, "--timeout", "300",
+                        "--connect-timeout", "60", task_path, "--completion", right,
+                        "--completion", wrong, "--completion", prose, NULL);
+    ck_assert_msg (rc == 0, "submit: exit %d: %s", rc, err);
+    printf ("%s", out);
+    json_t *line = testutil_json_line (out, "candidate", "_triton.md");
+    testutil_expect_status (line, "ok", NULL);
+    ck_assert (json_number_value (json_object_get (line, "reward")) > 0);
+    ck_assert (strstr (json_string_value (json_object_get (line, "device")), "python"));
+    json_decref (line);
+    line = testutil_json_line (out, "candidate", "_wrong.md");
+    testutil_expect_status (line, "incorrect", NULL);
+    json_decref (line);
+    line = testutil_json_line (out, "candidate", "_prose.md");
+    testutil_expect_status (line, "invalid", NULL);
+    ck_assert_str_eq (json_string_value (json_object_get (line, "error")), "extract");
+    json_decref (line);
+    free (out);
+    free (err);
+    for (int i = 1; i >= 0; i--) {
+        kill (pids [i], SIGTERM);
+        waitpid (pids [i], NULL, 0);
+    }
+    free (right);
+    free (wrong);
+    free (prose);
+    zstr_free (&task_path);
+    zstr_free (&pool);
+    free (data);
+    zstr_free (&cache);
+    free (broker);
+    free (worker);
 }
 END_TEST
 
@@ -151,7 +248,17 @@ main (void)
     tcase_add_test (tc, test_wrapper_is_invalid);
     tcase_add_test (tc, test_side_stream_never_faster);
     tcase_add_test (tc, test_patched_events_change_nothing);
-    tcase_add_test (tc, test_inline_build_kept);
     suite_add_tcase (suite, tc);
+    //  Cases of their own, to run alone (CK_RUN_CASE=inline, =dataset).
+    TCase *inline_tc = tcase_create ("inline");
+    tcase_add_checked_fixture (inline_tc, s_setup, s_teardown);
+    tcase_set_timeout (inline_tc, 600);
+    tcase_add_test (inline_tc, test_inline_build_kept);
+    suite_add_tcase (suite, inline_tc);
+    TCase *dataset = tcase_create ("dataset");
+    tcase_add_checked_fixture (dataset, s_setup, s_teardown);
+    tcase_set_timeout (dataset, 600);
+    tcase_add_test (dataset, test_dataset_to_reward);
+    suite_add_tcase (suite, dataset);
     return testutil_run_suite (suite);
 }

@@ -133,7 +133,6 @@ START_TEST (test_grade_answers_through_a_broker)
     ck_assert_msg (streq (json_string_value (json_object_get (line, "status")), "ok"),
                    "right answer: %s", json_dumps (line, 0));
     ck_assert (json_number_value (json_object_get (line, "reward")) > 0);
-    json_decref (line);
     bool ahead = json_is_true (json_object_get (line, "runners_ahead"));
     json_decref (line);
     line = testutil_json_line (out, "candidate", "_wrong.md");

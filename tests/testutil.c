@@ -180,11 +180,22 @@ testutil_read_file (const char *path)
     return text;
 }
 
+char *
+testutil_build_path (const char *relative)
+{
+    const char *root = getenv ("KGYM_BUILD_DIR");
+    char *path = NULL;
+    ck_assert (asprintf (&path, "%s/%s", root && *root? root: KGYM_BUILD_DIR, relative) > 0);
+    return path;
+}
+
 static int
 s_kgym (const char *dir, const char *in_path, char **out, char **err, va_list args)
 {
     char kgym [512];
-    snprintf (kgym, sizeof kgym, "%s/client/kgym", KGYM_BUILD_DIR);
+    char *built = testutil_build_path ("client/kgym");
+    snprintf (kgym, sizeof kgym, "%s", built);
+    free (built);
     char *argv [48] = { kgym };
     int argc = 1;
     char *arg;

@@ -74,6 +74,10 @@ int testutil_kgym_in (const char *dir, const char *in_path, char **out, char **e
 //  The same with stdin inherited.
 int testutil_kgym (const char *dir, char **out, char **err, ...);
 
+//  A path under the build folder (to free): $KGYM_BUILD_DIR when set (a
+//  build copied elsewhere, as on the GPU machine), else this build's.
+char *testutil_build_path (const char *relative);
+
 //  The JSON line of out (JSON lines) whose string key ends with suffix
 //  (to release); fails the test when there is none.
 json_t *testutil_json_line (const char *out, const char *key, const char *suffix);

@@ -33,6 +33,8 @@ struct worker_eval_t {
     worker_eval_config_t cfg;       //  copy; strings owned below
     char *backend;                  //  served target, NULL = any
     char *worker_name;              //  echoed in results
+    char *cache_path;               //  cfg's, copied (NULL: the default)
+    char *python;                   //  cfg's, copied (NULL: the default)
     worker_cache_t *cache;          //  compile cache (shared by backends), may be NULL
     s_slot_t slots [S_MAX_BACKENDS];//  every registered backend
     size_t nslots;                  //  entries used
@@ -96,6 +98,14 @@ worker_eval_new (const worker_eval_config_t *cfg, char *err, size_t errlen)
     self->cfg = *cfg;
     self->backend = cfg->backend? strdup (cfg->backend): NULL;
     self->worker_name = strdup (cfg->worker_name? cfg->worker_name: "local");
+    //  Backends are made on first use, long after the caller's strings may
+    //  be gone: the configuration keeps copies of its own.
+    self->cache_path = cfg->cache_path? strdup (cfg->cache_path): NULL;
+    self->python = cfg->python? strdup (cfg->python): NULL;
+    self->cfg.backend = self->backend;
+    self->cfg.worker_name = self->worker_name;
+    self->cfg.cache_path = self->cache_path;
+    self->cfg.python = self->python;
     pthread_mutex_init (&self->lock, NULL);
     for (size_t i = 0; all [i] && self->nslots < S_MAX_BACKENDS; i++) {
         bool serves = !self->backend;
@@ -133,6 +143,8 @@ worker_eval_destroy (worker_eval_t **self_p)
     pthread_mutex_destroy (&self->lock);
     free (self->backend);
     free (self->worker_name);
+    free (self->cache_path);
+    free (self->python);
     free (self);
     *self_p = NULL;
 }

@@ -732,7 +732,11 @@ s_build_restore (s_exec_t *ex, const char *key)
         uint32_t files = 0;
         if (lstat (from, &st) == 0 && s_copy_tree (from, to, owner, &bytes, &files, 0) == 0)
             any = true;
+        else if (lstat (from, &st) == 0)
+            log_warn ("python", "the kept build of %.12s (%s) did not copy: %s", key, s_build_parts [i],
+                      strerror (errno));
     }
+    log_debug ("python", "build of %.12s restored: %s", key, any? "yes": "no");
     return any;
 }
 
@@ -760,8 +764,18 @@ s_build_keep (s_exec_t *ex, const char *key)
         if (lstat (from, &st) == 0 && S_ISDIR (st.st_mode))
             rc = s_copy_tree (from, to, -1, &bytes, &files, 0);
     }
-    if (rc != 0 || rename (tmp, kept) != 0)
+    if (rc == 0 && files == 0) {
         nftw (tmp, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+        return;                     //  nothing built: nothing to find next time
+    }
+    if (rc == 0 && rename (tmp, kept) == 0) {
+        log_info ("python", "kept the build of %.12s: %u files, %llu bytes", key, files,
+                  (unsigned long long) bytes);
+        return;
+    }
+    log_warn ("python", "the build of %.12s is not kept (%u files, %llu bytes so far): %s", key, files,
+              (unsigned long long) bytes, strerror (errno));
+    nftw (tmp, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
 //  --- phases ---
