@@ -60,7 +60,7 @@ def group_advantages(rewards, eps=1e-6):
     return [None if r is None else (r - mean) / (std + eps) for r in rewards], std
 
 
-def pool_tasks(target, names):
+def pool_tasks(target, names, exclude=()):
     """The PyTorch pool's tasks for target (examples/pytorch/<task>/task.<target>.json):
     {name: (task object, {candidate: candidate object})}, every candidate its
     expected.json grades on target but the ones that hang (a policy that learns
@@ -80,6 +80,8 @@ def pool_tasks(target, names):
         cands = {}
         for cand, status in expected.items():
             if cand in ("eval", "fast", "slow") or status == "timeout":
+                continue
+            if any(cand.startswith(prefix) for prefix in exclude):
                 continue
             cpath = os.path.join(root, name, "candidates", cand + ".json")
             if os.path.isfile(cpath):
@@ -120,6 +122,8 @@ def main(argv=None):
     ap.add_argument("--pool", metavar="TARGET", help="the PyTorch pool (examples/pytorch) on "
                     "TARGET (cpu or cuda) instead of the C examples")
     ap.add_argument("--python", help="--local --pool: the interpreter with torch the worker uses")
+    ap.add_argument("--exclude", default="", help="--pool: comma-separated prefixes of candidates "
+                    "to leave out (e.g. cuda_: no load_inline builds, whose first build takes a minute)")
     ap.add_argument("--show-prompt", action="store_true", help="print the first task's prompt "
                     "(what a model would be shown) before the first step")
     args = ap.parse_args(argv)
@@ -129,7 +133,7 @@ def main(argv=None):
     wanted = [t for t in args.tasks.split(",") if t]
     task_objects = {}
     if args.pool:
-        found = pool_tasks(args.pool, wanted)
+        found = pool_tasks(args.pool, wanted, [p for p in args.exclude.split(",") if p])
         tasks = list(found)
         task_objects = {t: found[t][0] for t in tasks}
         pools = {t: found[t][1] for t in tasks}
@@ -142,7 +146,8 @@ def main(argv=None):
     prompts = {t: kgym.prompt(task_objects.get(t, t), format="json", gpu=None) for t in tasks}
     lang = {t: prompts[t]["answer"] for t in tasks}
     if args.show_prompt:
-        print(kgym.prompt(tasks[0], gpu=None), file=sys.stderr if args.json else sys.stdout)
+        print(kgym.prompt(task_objects.get(tasks[0], tasks[0]), gpu=None),
+              file=sys.stderr if args.json else sys.stdout)
     logits = {t: {c: 0.0 for c in pools[t]} for t in tasks}
     rng = random.Random(args.seed)
 
