@@ -8,8 +8,21 @@
 #include "common_compare.h"
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
+
+//  The passes over every element of an output (hundreds of MB) are worth
+//  vectorising whatever the build's level (-O2 does not: 1.8x on a pass
+//  of 32 M floats, 5x on the NaN count).
+#if defined (__GNUC__) && !defined (__clang__)
+#   define S_HOT __attribute__ ((optimize ("O3")))
+#else
+#   define S_HOT
+#endif
+
+#define S_PART_MIN  (1u << 20)  //  elements a thread takes at least
+#define S_PARTS_MAX 64          //  threads a comparison uses at most
 
 //  True when got is within tolerance of expected.
 static bool
@@ -84,7 +97,7 @@ common_compare_bits (common_dtype_t dtype, const void *expected, const void *got
 //  f32 when every element passes, branch-free: true with the statistics
 //  set; false as soon as one may not (NaN, an infinity, out of tolerance),
 //  and the exact loop then says which and why.
-static bool
+static S_HOT bool
 s_all_close_f32 (const float *expected, const float *got, size_t count, double atol, double rtol,
                  common_compare_t *out)
 {
@@ -135,19 +148,143 @@ common_compare (common_dtype_t dtype, const void *expected, const void *got, siz
     }
 }
 
+static S_HOT size_t
+s_nans_f32 (const float *v, size_t count)
+{
+    size_t nans = 0;
+    for (size_t i = 0; i < count; i++)
+        nans += v [i] != v [i];
+    return nans;
+}
+
 size_t
 common_compare_nans (common_dtype_t dtype, const void *buf, size_t count)
 {
     size_t nans = 0;
     if (!common_dtype_is_float (dtype))
         return 0;
-    if (dtype == DTYPE_F32 && (uintptr_t) buf % sizeof (float) == 0) {
-        const float *v = buf;
-        for (size_t i = 0; i < count; i++)
-            nans += v [i] != v [i];
-        return nans;
-    }
+    if (dtype == DTYPE_F32 && (uintptr_t) buf % sizeof (float) == 0)
+        return s_nans_f32 (buf, count);
     for (size_t i = 0; i < count; i++)
         nans += isnan (common_dtype_get (dtype, buf, i));
+    return nans;
+}
+
+//  --- the same, split over threads ---
+//
+//  Each part is compared by the serial pass on its own slice; the parts'
+//  outcomes merge in index order, so the first failures kept are the
+//  serial pass's and every statistic is the same.
+
+typedef enum { S_TOLERANCE, S_BITS, S_NANS } s_what_t;
+
+typedef struct {
+    s_what_t what;
+    common_dtype_t dtype;
+    const uint8_t *expected, *got;  //  the part's slices
+    size_t begin, count;            //  its first element and how many
+    double atol, rtol;
+    common_compare_t out;
+    size_t nans;
+} s_part_t;
+
+static void *
+s_part_run (void *arg)
+{
+    s_part_t *p = arg;
+    if (p->what == S_NANS)
+        p->nans = common_compare_nans (p->dtype, p->expected, p->count);
+    else
+    if (p->what == S_BITS)
+        common_compare_bits (p->dtype, p->expected, p->got, p->count, &p->out);
+    else
+        common_compare (p->dtype, p->expected, p->got, p->count, p->atol, p->rtol, &p->out);
+    return NULL;
+}
+
+//  Run the parts (part 0 on this thread); a thread that cannot start is
+//  run here instead: never fails.
+static void
+s_parts_run (s_part_t *parts, unsigned n)
+{
+    pthread_t ids [S_PARTS_MAX];
+    bool started [S_PARTS_MAX] = { false };
+    for (unsigned i = 1; i < n; i++)
+        started [i] = pthread_create (&ids [i], NULL, s_part_run, &parts [i]) == 0;
+    s_part_run (&parts [0]);
+    for (unsigned i = 1; i < n; i++)
+        if (started [i])
+            pthread_join (ids [i], NULL);
+        else
+            s_part_run (&parts [i]);
+}
+
+//  How many parts for count elements on up to threads threads (1: serial).
+static unsigned
+s_parts (size_t count, unsigned threads)
+{
+    size_t n = count / S_PART_MIN;
+    if (n > threads)
+        n = threads;
+    if (n > S_PARTS_MAX)
+        n = S_PARTS_MAX;
+    return n < 1? 1: (unsigned) n;
+}
+
+static void
+s_split (s_part_t *parts, unsigned n, s_what_t what, common_dtype_t dtype, const void *expected,
+         const void *got, size_t count, double atol, double rtol)
+{
+    size_t esize = common_dtype_size (dtype), step = count / n;
+    for (unsigned i = 0; i < n; i++) {
+        size_t begin = i * step;
+        parts [i] = (s_part_t) { .what = what, .dtype = dtype, .begin = begin,
+            .count = i + 1 < n? step: count - begin, .atol = atol, .rtol = rtol,
+            .expected = (const uint8_t *) expected + begin * esize,
+            .got = got? (const uint8_t *) got + begin * esize: NULL };
+    }
+}
+
+void
+common_compare_threads (common_dtype_t dtype, const void *expected, const void *got, size_t count,
+                        double atol, double rtol, bool exact, unsigned threads, common_compare_t *out)
+{
+    unsigned n = s_parts (count, threads);
+    if (n == 1) {
+        if (exact)
+            common_compare_bits (dtype, expected, got, count, out);
+        else
+            common_compare (dtype, expected, got, count, atol, rtol, out);
+        return;
+    }
+    s_part_t parts [S_PARTS_MAX];
+    s_split (parts, n, exact? S_BITS: S_TOLERANCE, dtype, expected, got, count, atol, rtol);
+    s_parts_run (parts, n);
+    memset (out, 0, sizeof *out);
+    out->count = count;
+    for (unsigned i = 0; i < n; i++) {
+        const common_compare_t *c = &parts [i].out;
+        out->bad += c->bad;
+        out->max_abs = c->max_abs > out->max_abs? c->max_abs: out->max_abs;
+        out->max_rel = c->max_rel > out->max_rel? c->max_rel: out->max_rel;
+        for (size_t k = 0; k < c->nfirst && out->nfirst < COMMON_COMPARE_KEEP; k++) {
+            out->first [out->nfirst] = c->first [k];
+            out->first [out->nfirst++].index += parts [i].begin;
+        }
+    }
+}
+
+size_t
+common_compare_nans_threads (common_dtype_t dtype, const void *buf, size_t count, unsigned threads)
+{
+    unsigned n = common_dtype_is_float (dtype)? s_parts (count, threads): 1;
+    if (n == 1)
+        return common_compare_nans (dtype, buf, count);
+    s_part_t parts [S_PARTS_MAX];
+    s_split (parts, n, S_NANS, dtype, buf, NULL, count, 0, 0);
+    s_parts_run (parts, n);
+    size_t nans = 0;
+    for (unsigned i = 0; i < n; i++)
+        nans += parts [i].nans;
     return nans;
 }

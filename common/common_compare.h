@@ -10,6 +10,7 @@
 #ifndef COMMON_COMPARE_H
 #define COMMON_COMPARE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "common_dtype.h"
@@ -45,5 +46,13 @@ void common_compare_bits (common_dtype_t dtype, const void *expected, const void
 //  How many elements of buf are NaN (0 for integers): a reference output
 //  compared with itself fails exactly there.
 size_t common_compare_nans (common_dtype_t dtype, const void *buf, size_t count);
+
+//  The same passes, a large buffer split over up to threads threads (a
+//  part is at least 1 Mi elements; 0 or 1: this thread only). The outcome
+//  is the serial pass's, the first failures by index included. exact:
+//  common_compare_bits' rule, else common_compare's.
+void common_compare_threads (common_dtype_t dtype, const void *expected, const void *got, size_t count,
+                             double atol, double rtol, bool exact, unsigned threads, common_compare_t *out);
+size_t common_compare_nans_threads (common_dtype_t dtype, const void *buf, size_t count, unsigned threads);
 
 #endif

@@ -222,6 +222,55 @@ START_TEST (test_nans_counted)
 }
 END_TEST
 
+//  Split over threads, every outcome is the serial pass's: the failures'
+//  count and the first ones by index (across parts), the largest errors,
+//  the NaN count; for f32 (the fast pass), f16, i32 and bit for bit.
+START_TEST (test_threads_agree)
+{
+    const size_t n = (5u << 20) + 12345;        //  five parts and a ragged end
+    const common_dtype_t types [] = { DTYPE_F32, DTYPE_F16, DTYPE_I32 };
+    for (size_t t = 0; t < 3; t++) {
+        common_dtype_t dtype = types [t];
+        size_t esize = common_dtype_size (dtype);
+        uint8_t *e = malloc (n * esize), *g = malloc (n * esize);
+        ck_assert (e && g);
+        for (size_t i = 0; i < n; i++) {
+            double v = (double) ((i * 2654435761u) % 2001) / 100.0 - 10.0;
+            common_dtype_set (dtype, e, i, v);
+            common_dtype_set (dtype, g, i, v + ((i % 7) == 0? 0.001: 0));
+        }
+        for (int round = 0; round < 3; round++) {
+            //  Round 0: all pass; 1: failures in later parts only; 2: everywhere, NaNs too.
+            if (round == 1)
+                for (size_t i = (3u << 20) + 5; i < n; i += 100003)
+                    common_dtype_set (dtype, g, i, 1000.0);
+            if (round == 2)
+                for (size_t i = 17; i < n; i += 333331)
+                    common_dtype_set (dtype, g, i, dtype == DTYPE_I32? -77.0: NAN);
+            for (int exact = 0; exact < 2; exact++) {
+                common_compare_t one, many;
+                if (exact)
+                    common_compare_bits (dtype, e, g, n, &one);
+                else
+                    common_compare (dtype, e, g, n, 0.01, 0.01, &one);
+                common_compare_threads (dtype, e, g, n, 0.01, 0.01, exact, 8, &many);
+                ck_assert_uint_eq (many.count, one.count);
+                ck_assert_uint_eq (many.bad, one.bad);
+                ck_assert (round == 0 || exact || one.bad > 0);
+                ck_assert (many.max_abs == one.max_abs && many.max_rel == one.max_rel);
+                ck_assert_uint_eq (many.nfirst, one.nfirst);
+                for (size_t k = 0; k < one.nfirst; k++)
+                    ck_assert_uint_eq (many.first [k].index, one.first [k].index);
+            }
+            ck_assert_uint_eq (common_compare_nans_threads (dtype, g, n, 8),
+                               common_compare_nans (dtype, g, n));
+        }
+        free (e);
+        free (g);
+    }
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -236,6 +285,7 @@ s_suite (void)
     tcase_add_test (tc, test_bits);
     tcase_add_test (tc, test_fast_pass_agrees);
     tcase_add_test (tc, test_nans_counted);
+    tcase_add_test (tc, test_threads_agree);
     suite_add_tcase (suite, tc);
     return suite;
 }

@@ -12,6 +12,7 @@ worker_grade_tolerance (const common_task_t *task, worker_grade_tolerance_t *tol
     tol->atol = task->atol;
     tol->rtol = task->rtol;
     tol->exact = task->exact;
+    tol->threads = 1;           //  the caller's to raise
 }
 
 static void
@@ -57,10 +58,8 @@ worker_grade_check (worker_outcome_t *out, const worker_grade_tensor_t *tensors,
         if (t->kind != ARG_OUTPUT && t->kind != ARG_INOUT)
             continue;
         common_compare_t cmp;
-        if (tol->exact)
-            common_compare_bits (t->dtype, t->expected, t->got, t->count, &cmp);
-        else
-            common_compare (t->dtype, t->expected, t->got, t->count, tol->atol, tol->rtol, &cmp);
+        common_compare_threads (t->dtype, t->expected, t->got, t->count, tol->atol, tol->rtol,
+                                tol->exact, tol->threads, &cmp);
         if (cmp.max_abs > out->max_abs)
             out->max_abs = cmp.max_abs;
         if (cmp.max_rel > out->max_rel)
@@ -80,14 +79,14 @@ worker_grade_check (worker_outcome_t *out, const worker_grade_tensor_t *tensors,
 
 int
 worker_grade_reference (worker_outcome_t *out, const worker_grade_tensor_t *tensors, size_t n,
-                        uint32_t size_index)
+                        uint32_t size_index, unsigned threads)
 {
     for (size_t i = 0; i < n; i++) {
         const worker_grade_tensor_t *t = &tensors [i];
         if (t->kind != ARG_OUTPUT && t->kind != ARG_INOUT)
             continue;
         //  Compared with itself, only NaN (poison never overwritten) fails.
-        size_t nans = common_compare_nans (t->dtype, t->expected, t->count);
+        size_t nans = common_compare_nans_threads (t->dtype, t->expected, t->count, threads);
         if (nans) {
             worker_outcome_fail (out, STATUS_INVALID, "the task's reference left %zu elements of "
                                  "'%s' NaN or unwritten (size %u)", nans, t->name, size_index);

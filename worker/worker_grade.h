@@ -37,6 +37,7 @@ typedef struct {
 typedef struct {
     double atol, rtol;          //  |got - expected| <= atol + rtol * |expected|
     bool exact;                 //  bit for bit instead
+    unsigned threads;           //  large outputs compared on up to this many threads (0, 1: one)
 } worker_grade_tolerance_t;
 
 //  The tolerance a task asks for.
@@ -54,7 +55,7 @@ int worker_grade_check (worker_outcome_t *out, const worker_grade_tensor_t *tens
 //  comparable: an element left NaN or unwritten could never be matched.
 //  0 when usable; -1 with out set to invalid (the task is broken).
 int worker_grade_reference (worker_outcome_t *out, const worker_grade_tensor_t *tensors, size_t n,
-                            uint32_t size_index);
+                            uint32_t size_index, unsigned threads);
 
 //  Summarise samples (microseconds; sorted in place): median, mean, sample
 //  standard deviation, min, max, and `outliers` (samples beyond the median

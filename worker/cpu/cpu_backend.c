@@ -573,7 +573,7 @@ s_reference_run (s_exec_t *ex, size_t size_index, uint32_t trial, uint8_t *expec
     memcpy (expected, ref->shm, ref->plan.total);
     worker_grade_tensor_t tensors [TASK_MAX_ARGS];
     size_t n = s_tensors (ex, ref, expected, tensors);
-    return worker_grade_reference (ex->out, tensors, n, (uint32_t) size_index);
+    return worker_grade_reference (ex->out, tensors, n, (uint32_t) size_index, 1);
 }
 
 static int
@@ -625,7 +625,7 @@ s_timed_round (s_exec_t *ex, size_t ts, uint32_t i, bool candidate_first, uint64
             memcpy (ex->expected, base->shm, base->plan.total);
             worker_grade_tensor_t tensors [TASK_MAX_ARGS];
             size_t n = s_tensors (ex, base, ex->expected, tensors);
-            if (worker_grade_reference (ex->out, tensors, n, (uint32_t) ts))
+            if (worker_grade_reference (ex->out, tensors, n, (uint32_t) ts, 1))
                 return -1;
         }
         else

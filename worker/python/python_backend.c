@@ -358,7 +358,7 @@ s_reference_call (s_exec_t *ex, bool keep, bool baseline, json_t **gpu, double *
             .dtype = ex->slots [i].dtype, .count = esize? ex->slots [i].nbytes / esize: 0,
             .expected = ex->expected + ex->slots [i].offset };
     }
-    return worker_grade_reference (ex->out, tensors, n, 0);
+    return worker_grade_reference (ex->out, tensors, n, 0, ex->tol.threads);
 }
 
 //  --- the candidate's calls ---
@@ -1149,6 +1149,16 @@ s_device_words (s_exec_t *ex, json_t *hello, char *buf, size_t len)
 
 //  --- the backend ---
 
+//  Threads a GPU job's comparisons use: half the host's cores, 8 at most
+//  (a pass over 32 M floats is memory-bound beyond that).
+static unsigned
+s_compare_threads (void)
+{
+    long cpus = sysconf (_SC_NPROCESSORS_ONLN);
+    long n = cpus / 2;
+    return n < 1? 1: n > 8? 8: (unsigned) n;
+}
+
 static void
 s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_outcome_t *out)
 {
@@ -1164,6 +1174,10 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
     ex.cand_kernels = json_object ();
     ex.ref_kernels = json_object ();
     worker_grade_tolerance (ex.task, &ex.tol);
+    //  A GPU job's outputs (hundreds of MB) are compared while the GPU
+    //  waits, with the candidate stopped: on some of the host's cores.
+    //  A CPU job's on one (the cores are other jobs' timed runs').
+    ex.tol.threads = ex.gpu? s_compare_threads (): 1;
     const common_eval_t *eval = &ex.job->eval;
     double *base_us = calloc (eval->timed + 1, sizeof (double));
     double *cand_us = calloc (eval->timed + 1, sizeof (double));
