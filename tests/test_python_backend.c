@@ -423,6 +423,61 @@ START_TEST (test_build_kept_under_its_key)
 }
 END_TEST
 
+//  A candidate that builds an extension has its module imported by a
+//  builder before its job runs (the worker's compile pool calls prepare):
+//  the job's candidate finds what the builder made; a module that fails
+//  only in the builder is judged by its own runner, not by the builder.
+START_TEST (test_built_ahead)
+{
+    //  A build cache of its own: nothing kept by an earlier run.
+    worker_eval_destroy (&s_eval);
+    char dir [64], path [128];
+    testutil_dir_make (dir, sizeof dir, "pyahead");
+    snprintf (path, sizeof path, "%s/cache.sqlite", dir);
+    s_eval = testutil_eval_new (NULL, path, 0);
+    //  The first job lets the backend learn its runners (the build key's versions).
+    json_t *r = s_grade (HEAD
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(x)\n");
+    s_expect (r, "ok", NULL);
+    ck_assert_ptr_null (json_object_get (r, "built_ahead"));
+    json_decref (r);
+    const char *source = HEAD
+        "import os, sys\n"
+        "#  torch.utils.cpp_extension.load_inline would build here; this stands in for it.\n"
+        "role = sys.argv[sys.argv.index('--role') + 1]\n"
+        "d = os.path.join(os.environ['TORCH_EXTENSIONS_DIR'], 'kgym_ahead')\n"
+        "f = os.path.join(d, 'built_by')\n"
+        "if role == 'builder':\n"
+        "    os.makedirs(d, exist_ok=True)\n"
+        "    open(f, 'w').write('builder %s' % os.environ.get('CUDA_VISIBLE_DEVICES'))\n"
+        "else:\n"
+        "    assert open(f).read().startswith('builder'), 'not built ahead'\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(x)\n";
+    r = s_grade (source);
+    s_expect (r, "ok", NULL);
+    ck_assert (json_is_true (json_object_get (r, "built_ahead")));
+    ck_assert (json_is_true (json_object_get (json_object_get (r, "cache"), "candidate")));
+    json_decref (r);
+    //  Fails in the builder only (as a module needing a GPU at import would).
+    r = s_grade (HEAD
+        "import sys\n"
+        "# load_inline\n"
+        "assert sys.argv[sys.argv.index('--role') + 1] != 'builder', 'no GPU here'\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(x)\n");
+    s_expect (r, "ok", NULL);
+    ck_assert (json_is_false (json_object_get (r, "built_ahead")));
+    json_decref (r);
+    worker_eval_destroy (&s_eval);
+    testutil_dir_remove (dir);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -446,6 +501,7 @@ s_suite (void)
     tcase_add_test (tc, test_build_tools_run);
     tcase_add_test (tc, test_runners_fresh_per_job);
     tcase_add_test (tc, test_build_kept_under_its_key);
+    tcase_add_test (tc, test_built_ahead);
     suite_add_tcase (suite, tc);
     return suite;
 }

@@ -13,8 +13,14 @@ It imports torch (and Triton) first, then waits for {op: "start"} before it touc
 a runner started ahead of its job imports while another job is timed, and sets up CUDA and the
 profiler only when the supervisor says so. Then it says hello: {hello, python, torch, gpu?, ...}.
 
+A third role, the builder, runs without a GPU before its job takes one: it only imports the
+candidate's module (its load_inline builds: nvcc, ninja, for the GPU's architecture, --arch) so
+that the job's candidate finds the build done; nothing it says is a verdict.
+
 Requests (op) and replies:
   load     {task, candidate?, entry, candidate_entry, dtype}   -> {ok} | {error, kind, traceback}
+  build    {candidate}              the builder: import the candidate's module only
+                                                                   -> {ok} | {error, kind, traceback}
   size     {constants, seed, compile?}  build the model for one size (and torch.compile of it
                                     for a "compile" baseline)      -> {ok} | {error, ...}
   inputs   {seed}                   make the inputs of one run     -> {ok, inputs: [meta]}
@@ -128,25 +134,35 @@ class Runner:
         return self.shm
 
     # --- requests ---
-    def op_load(self, req):
+    def import_source(self, name, source):
+        """source as the module name, from a file of its own in the runner's directory."""
         import importlib.util
+        path = os.path.join(self.args["dir"], name + ".py")
+        with open(path, "w") as f:
+            f.write(source)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    def op_build(self, req):
+        if self.role != "builder":
+            return {"error": "build is the builder's request", "kind": "internal"}
+        try:
+            self.import_source("kgym_candidate", req["candidate"])
+        except BaseException as exc:   # noqa: B036
+            return {"error": "the candidate's module does not import", "kind": "compile_error",
+                    "traceback": trimmed_traceback(exc, 4000)}
+        return {"ok": True}
+
+    def op_load(self, req):
         import torch
         self.entry = req.get("entry") or "Model"
         self.candidate_entry = req.get("candidate_entry") or "ModelNew"
         names = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64}
         self.cast = names.get(req.get("dtype") or "")
-        work = self.args["dir"]
-
-        def load(name, source):
-            path = os.path.join(work, name + ".py")
-            with open(path, "w") as f:
-                f.write(source)
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-            return module
-
+        load = self.import_source
         try:
             self.task = load("kgym_task", req["task"])
             for need in ("get_inputs", self.entry):
@@ -389,6 +405,10 @@ class Runner:
             torch.cuda.init()
             props = torch.cuda.get_device_properties(0)
             info["gpu"] = props.name
+            #  Extensions built here and by the builder (which has no GPU to ask)
+            #  for the same architectures: the same build, found up to date.
+            os.environ.setdefault("TORCH_CUDA_ARCH_LIST", f"{props.major}.{props.minor}+PTX")
+            info["arch"] = os.environ["TORCH_CUDA_ARCH_LIST"]
             #  The profiler's first session costs seconds (CUPTI starts): paid
             #  now, by a runner started ahead before its job comes.
             try:
@@ -399,7 +419,7 @@ class Runner:
             except Exception:   # noqa: BLE001
                 pass
         self.channel.send(info)
-        ops = {"load": self.op_load, "size": self.op_size, "inputs": self.op_inputs, "call": self.op_call,
+        ops = {"load": self.op_load, "build": self.op_build, "size": self.op_size, "inputs": self.op_inputs, "call": self.op_call,
                "inputs_unchanged": self.op_inputs_unchanged, "flush": self.op_flush, "copy": self.op_copy}
         while True:
             try:
@@ -441,6 +461,8 @@ def main(argv):
     os.environ["PATH"] = os.pathsep.join(paths + [os.environ.get("PATH", "/usr/bin:/bin")])
     if args.get("gpu"):
         os.environ["CUDA_VISIBLE_DEVICES"] = args["gpu"]
+    if args.get("arch"):
+        os.environ["TORCH_CUDA_ARCH_LIST"] = args["arch"]
     os.environ.setdefault("OMP_NUM_THREADS", args.get("threads", "1"))
     sys.dont_write_bytecode = True
     sys.path.insert(0, work)

@@ -6,6 +6,10 @@
     candidate (C). Neither sees the other; this supervisor drives both.
 
     Order of work, and why:
+      0. In prepare (the worker's compile pool, before the job may take its
+         GPU): a candidate that builds an extension is imported by a third
+         runner without a GPU, the builder, and its build kept under the
+         job's key (s_prebuild); nothing it says is a verdict.
       1. R loads the task; when timing is asked, R times the baseline (the
          eager reference) first, before the candidate's module is even
          imported: nothing of the candidate can run beside the baseline.
@@ -78,6 +82,14 @@ typedef struct {
     char target [16];               //  the target they were started for
 } s_spare_t;
 
+//  What a target's runners said of themselves (the fields of a build's
+//  key, and the architectures its extensions are built for), once one
+//  candidate runner has started there.
+typedef struct {
+    bool set;
+    char torch [64], triton [64], gpu [128], arch [32];
+} s_known_t;
+
 typedef struct {
     worker_eval_config_t cfg;       //  copy (strings borrowed from the caller)
     char python [4096];             //  the interpreter
@@ -91,6 +103,9 @@ typedef struct {
     uint64_t slots_busy;            //  CPU jobs at once: bit i, slot i holds a job
     bool prewarm;                   //  start each slot's next runners ahead
                                     //  (KGYM_PYTHON_PREWARM=0: off)
+    bool prebuild;                  //  build extensions before the job runs
+                                    //  (KGYM_PYTHON_PREBUILD=0: off)
+    s_known_t known [2];            //  the CPU's runners, a GPU's: as their hellos said
     s_spare_t spares [SLOTS + 1];   //  CPU slot i at i, the GPU at SLOTS; the job holding
                                     //  its slot alone touches one
     //  A runner dies with the thread that spawned it (PR_SET_PDEATHSIG),
@@ -608,25 +623,46 @@ s_candidate_call (s_exec_t *ex, uint64_t seed, bool timed, const char *when, uin
 //  a link), bounded in bytes and files.
 
 static void
-s_build_key (s_exec_t *ex, json_t *hello, char key [2 * COMMON_HASH_BYTES + 1])
+s_build_key_of (python_backend_t *self, const char *target, const char *torch, const char *triton,
+                const char *gpu, const char *source, char key [2 * COMMON_HASH_BYTES + 1])
 {
     key [0] = 0;
     common_hash_t *hash = common_hash_new ();
     if (!hash)
         return;
-    const char *fields [] = {
-        "kgym-pybuild 1", ex->self->python, ex->target,
-        json_string_value (json_object_get (hello, "torch")),
-        json_string_value (json_object_get (hello, "triton")),
-        json_string_value (json_object_get (hello, "gpu")),
-        ex->job->candidate->source
-    };
+    const char *fields [] = { "kgym-pybuild 1", self->python, target, torch, triton, gpu, source };
     for (size_t i = 0; i < sizeof fields / sizeof fields [0]; i++)
         common_hash_add_str (hash, 'f', fields [i]? fields [i]: "");
     uint8_t digest [COMMON_HASH_BYTES];
     common_hash_final (hash, digest);
     common_hash_hex (digest, key);
     common_hash_destroy (&hash);
+}
+
+//  A job's build key from its candidate runner's hello.
+static void
+s_build_key (s_exec_t *ex, json_t *hello, char key [2 * COMMON_HASH_BYTES + 1])
+{
+    s_build_key_of (ex->self, ex->target, json_string_value (json_object_get (hello, "torch")),
+                    json_string_value (json_object_get (hello, "triton")),
+                    json_string_value (json_object_get (hello, "gpu")), ex->job->candidate->source, key);
+}
+
+//  Remember what a target's candidate runner said (the next jobs' builders
+//  need it before any runner of theirs is there).
+static void
+s_learn (python_backend_t *self, bool gpu, json_t *hello)
+{
+    s_known_t *k = &self->known [gpu];
+    const char *fields [4] = { "torch", "triton", "gpu", "arch" };
+    char *into [4] = { k->torch, k->triton, k->gpu, k->arch };
+    size_t sizes [4] = { sizeof k->torch, sizeof k->triton, sizeof k->gpu, sizeof k->arch };
+    pthread_mutex_lock (&self->lock);
+    for (int i = 0; i < 4; i++)
+        snprintf (into [i], sizes [i], "%s", json_string_value (json_object_get (hello, fields [i]))
+                                             ? json_string_value (json_object_get (hello, fields [i])): "");
+    k->set = true;
+    pthread_mutex_unlock (&self->lock);
 }
 
 //  Copy the tree at from into to (made), regular files and folders only,
@@ -740,18 +776,29 @@ s_build_restore (s_exec_t *ex, const char *key)
     return any;
 }
 
-//  After a job whose candidate imported: keep its build under its key.
-static void
-s_build_keep (s_exec_t *ex, const char *key)
+//  Is there a kept build of key?
+static bool
+s_build_kept (python_backend_t *self, const char *key)
 {
-    if (!ex->self->builds [0] || !key [0])
-        return;
-    char kept [PATH_MAX], tmp [PATH_MAX];
-    snprintf (kept, sizeof kept, "%s/%s", ex->self->builds, key);
+    char kept [PATH_MAX];
     struct stat st;
-    if (lstat (kept, &st) == 0)
+    snprintf (kept, sizeof kept, "%s/%s", self->builds, key);
+    return self->builds [0] && key [0] && lstat (kept, &st) == 0;
+}
+
+//  After a candidate's module imported in the runner whose directory is
+//  dir: keep what it built under its key.
+static void
+s_build_keep (python_backend_t *self, const char *dir, const char *key)
+{
+    if (!self->builds [0] || !key [0] || s_build_kept (self, key))
         return;                     //  kept already: the first build of a key stays
-    snprintf (tmp, sizeof tmp, "%s/.%s.%d", ex->self->builds, key, (int) getpid ());
+    char kept [PATH_MAX], tmp [PATH_MAX];
+    snprintf (kept, sizeof kept, "%s/%s", self->builds, key);
+    struct stat st;
+    //  Two jobs of one key may build at once (two compile threads).
+    static _Atomic unsigned s_tmp_count;
+    snprintf (tmp, sizeof tmp, "%s/.%s.%d.%u", self->builds, key, (int) getpid (), s_tmp_count++);
     if (mkdir (tmp, 0700) != 0)
         return;
     uint64_t bytes = 0;
@@ -759,7 +806,7 @@ s_build_keep (s_exec_t *ex, const char *key)
     int rc = 0;
     for (int i = 0; s_build_parts [i] && rc == 0; i++) {
         char from [PATH_MAX], to [PATH_MAX];
-        snprintf (from, sizeof from, "%s/%s", python_proc_dir (ex->cand), s_build_parts [i]);
+        snprintf (from, sizeof from, "%s/%s", dir, s_build_parts [i]);
         snprintf (to, sizeof to, "%s/%s", tmp, s_build_parts [i]);
         if (lstat (from, &st) == 0 && S_ISDIR (st.st_mode))
             rc = s_copy_tree (from, to, -1, &bytes, &files, 0);
@@ -1221,6 +1268,7 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
         worker_outcome_fail (out, STATUS_INTERNAL_ERROR, "%s", err);
         goto done;
     }
+    s_learn (self, ex.gpu, hello);
     if (!out->extra)
         out->extra = json_object ();
     json_object_set_new (out->extra, "runners_ahead", json_boolean (ref_ahead && cand_ahead));
@@ -1240,7 +1288,7 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
     if (s_load (&ex, ex.cand))
         goto done;
     if (!out->cache_hit [0])
-        s_build_keep (&ex, key);
+        s_build_keep (self, python_proc_dir (ex.cand), key);
     uint32_t runs = 0;
     if (s_correctness (&ex))
         goto done;
@@ -1301,6 +1349,8 @@ s_create (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, siz
     //  KGYM_PYTHON_PREWARM=0: no runners started ahead (a one-shot run).
     const char *prewarm = getenv ("KGYM_PYTHON_PREWARM");
     self->prewarm = !prewarm || strcmp (prewarm, "0") != 0;
+    const char *prebuild = getenv ("KGYM_PYTHON_PREBUILD");
+    self->prebuild = !prebuild || strcmp (prebuild, "0") != 0;
     pthread_mutex_init (&self->gpu, NULL);
     pthread_mutex_init (&self->spawn_lock, NULL);
     pthread_cond_init (&self->spawn_cond, NULL);
@@ -1364,10 +1414,71 @@ s_destroy (void **self_p)
     *self_p = NULL;
 }
 
+//  Build ahead (the worker's compile pool calls prepare before the job may
+//  take its GPU, beside other jobs' runs): a candidate that builds an
+//  extension (load_inline, cpp_extension) has its module imported by a
+//  builder, a runner with no GPU in its view and the GPU's architectures
+//  named, and what it built is kept under the job's key; the job's
+//  candidate then finds the build done (cache.candidate). The builder's
+//  outcome is never a verdict: whatever failed there (a module that needs
+//  a GPU at import, a broken build) is met again, and judged, in the job's
+//  own runner. Needs what a candidate runner of the target said before (the
+//  key's versions, the architectures): from a target's second job on.
+static void
+s_prebuild (python_backend_t *self, const common_job_t *job, worker_outcome_t *out)
+{
+    const char *source = job->candidate->source;
+    const char *target = job->task->backend;
+    bool gpu = strcmp (target, "cpu") != 0;
+    if (!self->prebuild || !self->builds [0] || !source
+    ||  (!strstr (source, "load_inline") && !strstr (source, "cpp_extension")))
+        return;
+    s_known_t known;
+    pthread_mutex_lock (&self->lock);
+    known = self->known [gpu];
+    pthread_mutex_unlock (&self->lock);
+    if (!known.set)
+        return;
+    char key [2 * COMMON_HASH_BYTES + 1];
+    s_build_key_of (self, target, known.torch, known.triton, known.gpu, source, key);
+    if (!key [0] || s_build_kept (self, key))
+        return;
+    double t0 = common_now_s ();
+    sandbox_config_t sandbox;
+    sandbox_config_default (&sandbox);
+    sandbox.mem_bytes = self->max_job_bytes / 2;
+    sandbox.max_pids = 512;
+    sandbox.cpu_s = 3600;
+    python_proc_config_t cfg = {
+        .python = self->python, .script = self->script, .role = "builder", .device = "cpu",
+        .gpu = self->cfg.device, .arch = gpu && known.arch [0]? known.arch: NULL, .sandbox = &sandbox
+    };
+    char err [512] = "";
+    python_proc_t *builder = python_proc_new (&cfg, err, sizeof err);
+    json_t *reply = NULL;
+    int rc = -1;
+    if (builder && python_proc_hello (builder, HELLO_S, err, sizeof err))
+        rc = python_proc_request (builder, json_pack ("{s:s, s:s}", "op", "build", "candidate", source),
+                                  fmax (job->eval.compile_timeout_s, LOAD_MIN_S), &reply, NULL,
+                                  err, sizeof err);
+    const char *problem = rc? err: json_string_value (json_object_get (reply, "error"));
+    if (builder)
+        s_build_keep (self, python_proc_dir (builder), key);
+    bool built = s_build_kept (self, key);
+    log_debug ("python", "built %.12s ahead in %.3f s: %s%s%s", key, common_now_s () - t0,
+               built? "kept": "nothing kept", problem? "; the builder said: ": "", problem? problem: "");
+    json_decref (reply);
+    python_proc_destroy (&builder);
+    if (!out->extra)
+        out->extra = json_object ();
+    json_object_set_new (out->extra, "built_ahead", json_boolean (built));
+    out->compile_s += common_now_s () - t0;
+}
+
 static void *
 s_prepare (void *state, const common_job_t *job, uint64_t seed, worker_outcome_t *out)
 {
-    (void) state;
+    python_backend_t *self = state;
     if (!job->task->is_module) {
         worker_outcome_fail (out, STATUS_INVALID, "the python backend grades module tasks only");
         return NULL;
@@ -1379,6 +1490,7 @@ s_prepare (void *state, const common_job_t *job, uint64_t seed, worker_outcome_t
     }
     pjob->job = job;
     pjob->seed = seed;
+    s_prebuild (self, job, out);
     return pjob;
 }
 
@@ -1388,7 +1500,7 @@ s_execute (void *state, void **job_p, worker_outcome_t *out)
     python_backend_t *self = state;
     python_job_t *pjob = *job_p;
     *job_p = NULL;
-    double t0 = common_now_s ();
+    double t0 = common_now_s (), compiled = out->compile_s;     //  the builder's, in prepare
     bool gpu = strcmp (pjob->job->task->backend, "cpu") != 0;
     int slot = 0;
     if (gpu)
@@ -1410,7 +1522,7 @@ s_execute (void *state, void **job_p, worker_outcome_t *out)
         pthread_mutex_unlock (&self->lock);
     }
     out->seed = pjob->seed;
-    out->run_s = common_now_s () - t0 - out->compile_s;
+    out->run_s = common_now_s () - t0 - (out->compile_s - compiled);
     free (pjob);
 }
 

@@ -167,7 +167,7 @@ python_proc_new (const python_proc_config_t *cfg, char *err, size_t errlen)
         "--mode", "exec", "--",
         (char *) cfg->python, "-I", script, "--fd", fd_text, "--shm", shm_text,
         "--role", (char *) cfg->role, "--device", (char *) cfg->device, "--dir", PYTHON_PROC_INSIDE,
-        "--gpu", gpu_text, NULL
+        "--gpu", gpu_text, cfg->arch? "--arch": NULL, (char *) cfg->arch, NULL
     };
     int keep [] = { peer, self->shm_fd, -1 };
     //  Its directory is at one path inside whatever it is outside: an

@@ -28,9 +28,10 @@ typedef struct python_proc_t python_proc_t;
 typedef struct {
     const char *python;         //  the interpreter (absolute path)
     const char *script;         //  kgym_pyrunner.py
-    const char *role;           //  "reference" or "candidate"
-    const char *device;         //  "cpu" or "cuda"
+    const char *role;           //  "reference", "candidate" or "builder"
+    const char *device;         //  "cpu" or "cuda" (a GPU's device nodes in its view)
     int gpu;                    //  cuda: the device ordinal
+    const char *arch;           //  builds for these CUDA architectures (TORCH_CUDA_ARCH_LIST), or NULL
     const sandbox_config_t *sandbox;    //  its caps
     const char *dir;            //  its private directory, made afresh; NULL: a temporary one
 } python_proc_config_t;
