@@ -451,6 +451,7 @@ START_TEST (test_built_ahead)
         "f = os.path.join(d, 'built_by')\n"
         "if role == 'builder':\n"
         "    os.makedirs(d, exist_ok=True)\n"
+        "    assert os.sched_getscheduler(0) == os.SCHED_IDLE, 'the builder runs at full priority'\n"
         "    open(f, 'w').write('builder %s' % os.environ.get('CUDA_VISIBLE_DEVICES'))\n"
         "else:\n"
         "    assert open(f).read().startswith('builder'), 'not built ahead'\n"

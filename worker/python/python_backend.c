@@ -1457,7 +1457,10 @@ s_prebuild (python_backend_t *self, const common_job_t *job, worker_outcome_t *o
     python_proc_t *builder = python_proc_new (&cfg, err, sizeof err);
     json_t *reply = NULL;
     int rc = -1;
-    if (builder && python_proc_hello (builder, HELLO_S, err, sizeof err))
+    //  It may run beside other jobs' timed runs: only on time they leave.
+    if (builder && python_proc_hello (builder, HELLO_S, err, sizeof err)
+    &&  (python_proc_idle (builder) == 0
+         || (snprintf (err, sizeof err, "cannot lower its priority: %s", strerror (errno)), false)))
         rc = python_proc_request (builder, json_pack ("{s:s, s:s}", "op", "build", "candidate", source),
                                   fmax (job->eval.compile_timeout_s, LOAD_MIN_S), &reply, NULL,
                                   err, sizeof err);

@@ -8,6 +8,8 @@
 #include <glob.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -432,6 +434,27 @@ const char *
 python_proc_dir (python_proc_t *self)
 {
     return self->dir;
+}
+
+int
+python_proc_idle (python_proc_t *self)
+{
+    char path [64];
+    snprintf (path, sizeof path, "/proc/%d/task", sandbox_pid (self->sandbox));
+    DIR *dir = sandbox_pid (self->sandbox) > 0? opendir (path): NULL;
+    if (!dir)
+        return -1;
+    int rc = 0, threads = 0;
+    struct dirent *ent;
+    struct sched_param param = { .sched_priority = 0 };
+    while ((ent = readdir (dir)))
+        if (ent->d_name [0] != '.') {
+            threads++;
+            if (sched_setscheduler (atoi (ent->d_name), SCHED_IDLE, &param) != 0)
+                rc = -1;
+        }
+    closedir (dir);
+    return threads? rc: -1;
 }
 
 uid_t

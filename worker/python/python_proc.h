@@ -72,6 +72,11 @@ void python_proc_describe (python_proc_t *self, char *buf, size_t len);
 //  Its private directory (its cwd; TORCH_EXTENSIONS_DIR and TRITON_CACHE_DIR under it).
 const char *python_proc_dir (python_proc_t *self);
 
+//  Lower every thread of it to SCHED_IDLE (what it starts inherits that;
+//  the sandbox's filter refuses it a way back): its CPU time is only what
+//  nothing else wants. 0, or -1 when a thread could not be lowered.
+int python_proc_idle (python_proc_t *self);
+
 //  The uid it runs as, seen from the host (its own, from the sandbox's range,
 //  when the worker is root; the worker's own otherwise).
 uid_t python_proc_uid (python_proc_t *self);
