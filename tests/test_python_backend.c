@@ -379,18 +379,27 @@ START_TEST (test_runners_fresh_per_job)
 }
 END_TEST
 
+//  s_eval anew, its caches in a folder of its own (dir; nothing kept by an
+//  earlier run), given as a string gone before its backends are made.
+static void
+s_eval_own_cache (char *dir, size_t size, const char *name)
+{
+    worker_eval_destroy (&s_eval);
+    testutil_dir_make (dir, size, name);
+    char path [128];
+    snprintf (path, sizeof path, "%s/cache.sqlite", dir);
+    s_eval = testutil_eval_new (NULL, path, 0);
+    memset (path, 'x', sizeof path - 1);
+}
+
 //  What a candidate's import builds (in its extensions folder) is kept under
 //  its key and found by the next job with the same source, not by another;
 //  the cache's place given by the caller holds even once the caller's
 //  string is gone (backends are made on first use).
 START_TEST (test_build_kept_under_its_key)
 {
-    worker_eval_destroy (&s_eval);
-    char dir [64], path [128];
-    testutil_dir_make (dir, sizeof dir, "pykeep");
-    snprintf (path, sizeof path, "%s/cache.sqlite", dir);
-    s_eval = testutil_eval_new (NULL, path, 0);
-    memset (path, 'x', sizeof path - 1);
+    char dir [64];
+    s_eval_own_cache (dir, sizeof dir, "pykeep");
     const char *source = HEAD
         "import os\n"
         "d = os.path.join(os.environ['TORCH_EXTENSIONS_DIR'], 'kgym_keep')\n"
@@ -429,12 +438,8 @@ END_TEST
 //  only in the builder is judged by its own runner, not by the builder.
 START_TEST (test_built_ahead)
 {
-    //  A build cache of its own: nothing kept by an earlier run.
-    worker_eval_destroy (&s_eval);
-    char dir [64], path [128];
-    testutil_dir_make (dir, sizeof dir, "pyahead");
-    snprintf (path, sizeof path, "%s/cache.sqlite", dir);
-    s_eval = testutil_eval_new (NULL, path, 0);
+    char dir [64];
+    s_eval_own_cache (dir, sizeof dir, "pyahead");
     //  The first job lets the backend learn its runners (the build key's versions).
     json_t *r = s_grade (HEAD
         "class ModelNew(nn.Module):\n"
