@@ -162,9 +162,8 @@ class Runner:
         self.candidate_entry = req.get("candidate_entry") or "ModelNew"
         names = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64}
         self.cast = names.get(req.get("dtype") or "")
-        load = self.import_source
         try:
-            self.task = load("kgym_task", req["task"])
+            self.task = self.import_source("kgym_task", req["task"])
             for need in ("get_inputs", self.entry):
                 if not hasattr(self.task, need):
                     return {"error": f"the task's module has no '{need}'", "kind": "invalid"}
@@ -174,7 +173,7 @@ class Runner:
         if self.role != "candidate":
             return {"ok": True}
         try:
-            self.cand = load("kgym_candidate", req["candidate"])
+            self.cand = self.import_source("kgym_candidate", req["candidate"])
         except BaseException as exc:   # noqa: B036
             return {"error": "the candidate's module does not import", "kind": "compile_error",
                     "traceback": trimmed_traceback(exc, 4000)}

@@ -658,9 +658,10 @@ s_learn (python_backend_t *self, bool gpu, json_t *hello)
     char *into [4] = { k->torch, k->triton, k->gpu, k->arch };
     size_t sizes [4] = { sizeof k->torch, sizeof k->triton, sizeof k->gpu, sizeof k->arch };
     pthread_mutex_lock (&self->lock);
-    for (int i = 0; i < 4; i++)
-        snprintf (into [i], sizes [i], "%s", json_string_value (json_object_get (hello, fields [i]))
-                                             ? json_string_value (json_object_get (hello, fields [i])): "");
+    for (int i = 0; i < 4; i++) {
+        const char *value = json_string_value (json_object_get (hello, fields [i]));
+        snprintf (into [i], sizes [i], "%s", value? value: "");
+    }
     k->set = true;
     pthread_mutex_unlock (&self->lock);
 }
@@ -820,8 +821,10 @@ s_build_keep (python_backend_t *self, const char *dir, const char *key)
                   (unsigned long long) bytes);
         return;
     }
-    log_warn ("python", "the build of %.12s is not kept (%u files, %llu bytes so far): %s", key, files,
-              (unsigned long long) bytes, strerror (errno));
+    //  ENOTEMPTY, EEXIST: another job of the key kept its build first.
+    if (rc != 0 || (errno != ENOTEMPTY && errno != EEXIST))
+        log_warn ("python", "the build of %.12s is not kept (%u files, %llu bytes so far): %s", key,
+                  files, (unsigned long long) bytes, strerror (errno));
     nftw (tmp, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
