@@ -484,6 +484,47 @@ START_TEST (test_built_ahead)
 }
 END_TEST
 
+//  A candidate that writes without end into its directory meets a full
+//  tmpfs (a quarter of its memory cap), not the host's disk; the worker
+//  grades the next job. Root only (mounting): elsewhere the directory is
+//  on the disk and this would fill it.
+START_TEST (test_directory_bounded)
+{
+    if (geteuid () != 0) {
+        printf ("test_directory_bounded: not root, the directory is on the disk; skipped\n");
+        return;
+    }
+    worker_eval_destroy (&s_eval);
+    s_eval = testutil_eval_new (NULL, NULL, 1ull << 30);    //  runners of 512 MiB: 128 MiB to write
+    json_t *r = s_grade (HEAD
+        "import errno, os\n"
+        "chunk = b'x' * (16 << 20)\n"
+        "written = 0\n"
+        "try:\n"
+        "    for i in range(64):\n"
+        "        with open('/kgym/fill%d' % i, 'wb') as f:\n"
+        "            f.write(chunk)\n"
+        "        written += len(chunk)\n"
+        "except OSError as e:\n"
+        "    assert e.errno == errno.ENOSPC, e\n"
+        "assert written < (1 << 30), 'wrote %d bytes' % written\n"
+        "for name in os.listdir('/kgym'):\n"
+        "    if name.startswith('fill'):\n"
+        "        os.remove('/kgym/' + name)\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(x)\n");
+    s_expect (r, "ok", NULL);
+    json_decref (r);
+    r = s_grade (HEAD
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(x)\n");
+    s_expect (r, "ok", NULL);
+    json_decref (r);
+}
+END_TEST
+
 static Suite *
 s_suite (void)
 {
@@ -508,6 +549,7 @@ s_suite (void)
     tcase_add_test (tc, test_runners_fresh_per_job);
     tcase_add_test (tc, test_build_kept_under_its_key);
     tcase_add_test (tc, test_built_ahead);
+    tcase_add_test (tc, test_directory_bounded);
     suite_add_tcase (suite, tc);
     return suite;
 }

@@ -2,9 +2,9 @@
 #include "common_util.h"
 #include "python_proc.h"
 #include "common_log.h"
+#include "sandbox_dir.h"
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <glob.h>
 #include <limits.h>
 #include <poll.h>
@@ -35,14 +35,6 @@ struct python_proc_t {
     bool alive;                 //  not known to be dead
 };
 
-static int
-s_rm_entry (const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void) st; (void) flag; (void) ftw;
-    remove (path);
-    return 0;
-}
-
 void
 python_proc_destroy (python_proc_t **self_p)
 {
@@ -56,8 +48,7 @@ python_proc_destroy (python_proc_t **self_p)
         close (self->sock);
     if (self->shm_fd >= 0)
         close (self->shm_fd);
-    if (self->dir [0])
-        nftw (self->dir, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    sandbox_dir_remove (self->dir);
     json_decref (self->hello);
     free (self);
     *self_p = NULL;
@@ -93,7 +84,7 @@ python_proc_new (const python_proc_config_t *cfg, char *err, size_t errlen)
     if (cfg->dir) {
         //  Whatever an earlier job left there goes first.
         snprintf (self->dir, sizeof self->dir, "%s", cfg->dir);
-        nftw (self->dir, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+        sandbox_dir_remove (self->dir);
         if (mkdir (self->dir, 0700) != 0) {
             common_seterr (err, errlen, "mkdir %s: %s", self->dir, strerror (errno));
             self->dir [0] = 0;
@@ -107,6 +98,21 @@ python_proc_new (const python_proc_config_t *cfg, char *err, size_t errlen)
             self->dir [0] = 0;
             goto fail;
         }
+    }
+    //  What it writes is bounded by a tmpfs a quarter of its memory cap
+    //  (its builds and caches are tens of MB), where the worker may mount
+    //  one; else the directory is on the disk (said once).
+    uint64_t mem = cfg->sandbox? cfg->sandbox->mem_bytes: 0;
+    if (!mem) {
+        sandbox_config_t defaults;
+        sandbox_config_default (&defaults);
+        mem = defaults.mem_bytes;
+    }
+    char why [256];
+    static _Atomic bool s_said;
+    if (sandbox_dir_cap (self->dir, mem / 4, why, sizeof why) != 0 && !s_said) {
+        s_said = true;
+        log_warn ("python", "the runners' directories are on the disk, not bounded (%s)", why);
     }
     char path [PATH_MAX + 32];
     snprintf (path, sizeof path, "%s/stderr.log", self->dir);
