@@ -432,6 +432,41 @@ START_TEST (test_build_kept_under_its_key)
 }
 END_TEST
 
+//  The build cache keeps under its bound (KGYM_PYTHON_BUILDS_MAX): the
+//  build used least recently goes first.
+START_TEST (test_build_cache_bounded)
+{
+    setenv ("KGYM_PYTHON_BUILDS_MAX", "25", 1);     //  two 10-byte builds fit, not three
+    char dir [64];
+    s_eval_own_cache (dir, sizeof dir, "pytrim");
+    const char *body = HEAD
+        "import os\n"
+        "d = os.path.join(os.environ['TORCH_EXTENSIONS_DIR'], 'kgym_trim')\n"
+        "os.makedirs(d, exist_ok=True)\n"
+        "open(os.path.join(d, 'artifact'), 'w').write('built once')\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(x)\n";
+    //  a, b, c kept in turn (c's keep drops a); c used again; a kept again
+    //  drops b, not c (used more recently); c is still there.
+    const char *order [] = { "a", "b", "c", "c", "a", "c" };
+    const bool hit [] = { false, false, false, true, false, true };
+    for (int job = 0; job < 6; job++) {
+        char *candidate = NULL;
+        ck_assert (asprintf (&candidate, "%s# build %s\n", body, order [job]) > 0);
+        json_t *r = s_grade (candidate);
+        s_expect (r, "ok", NULL);
+        bool was = json_is_true (json_object_get (json_object_get (r, "cache"), "candidate"));
+        ck_assert_msg (was == hit [job], "job %d (build %s): cache.candidate %d", job, order [job], was);
+        json_decref (r);
+        free (candidate);
+    }
+    unsetenv ("KGYM_PYTHON_BUILDS_MAX");    //  read when the backend was made, on the first job
+    worker_eval_destroy (&s_eval);
+    testutil_dir_remove (dir);
+}
+END_TEST
+
 //  A candidate that builds an extension has its module imported by a
 //  builder before its job runs (the worker's compile pool calls prepare):
 //  the job's candidate finds what the builder made; a module that fails
@@ -549,6 +584,7 @@ s_suite (void)
     tcase_add_test (tc, test_runners_fresh_per_job);
     tcase_add_test (tc, test_build_kept_under_its_key);
     tcase_add_test (tc, test_built_ahead);
+    tcase_add_test (tc, test_build_cache_bounded);
     tcase_add_test (tc, test_directory_bounded);
     suite_add_tcase (suite, tc);
     return suite;

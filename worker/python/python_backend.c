@@ -69,6 +69,7 @@
 #define POISON_TILE     (1u << 20)  //  bytes of poison, repeated over an output area
 #define BUILD_MAX_BYTES (1ull << 30)//  one build's artifacts kept at most
 #define BUILD_MAX_FILES 4096        //  and as many files
+#define BUILDS_MAX_BYTES (8ull << 30)   //  all kept builds at most (KGYM_PYTHON_BUILDS_MAX)
 
 #define SLOTS           64          //  CPU jobs at once at most
 
@@ -98,6 +99,8 @@ typedef struct {
     char caps [512];                //  what the sandbox enforces
     uint64_t max_job_bytes;         //  memory one job may need
     char builds [4096];             //  the build cache: one folder per candidate key ("" = none)
+    uint64_t builds_max;            //  its bytes at most: the least recently used go first
+    pthread_mutex_t trim;           //  one trim of it at a time
     pthread_mutex_t gpu;            //  one job on the GPU at a time
     pthread_mutex_t lock;           //  guards the next fields
     uint64_t slots_busy;            //  CPU jobs at once: bit i, slot i holds a job
@@ -758,23 +761,128 @@ s_build_restore (s_exec_t *ex, const char *key)
     struct stat st;
     if (lstat (kept, &st) != 0 || !S_ISDIR (st.st_mode))
         return false;
+    //  Used now: the last to go when the cache is trimmed.
+    utimensat (AT_FDCWD, kept, NULL, AT_SYMLINK_NOFOLLOW);
     //  The files are the candidate's runner's (its own uid), as its directory is.
     int owner = geteuid () == 0? (int) python_proc_uid (ex->cand): -1;
     bool any = false;
     for (int i = 0; s_build_parts [i]; i++) {
-        char from [PATH_MAX], to [PATH_MAX];
+        //  Copied beside, then put in place whole: a part that did not copy
+        //  entirely (trimmed meanwhile, say) is never half there.
+        char from [PATH_MAX], to [PATH_MAX], part [PATH_MAX];
         snprintf (from, sizeof from, "%s/%s", kept, s_build_parts [i]);
         snprintf (to, sizeof to, "%s/%s", python_proc_dir (ex->cand), s_build_parts [i]);
+        snprintf (part, sizeof part, "%s/.restore-%s", python_proc_dir (ex->cand), s_build_parts [i]);
         uint64_t bytes = 0;
         uint32_t files = 0;
-        if (lstat (from, &st) == 0 && s_copy_tree (from, to, owner, &bytes, &files, 0) == 0)
+        if (lstat (from, &st) != 0)
+            continue;
+        if (s_copy_tree (from, part, owner, &bytes, &files, 0) == 0 && rename (part, to) == 0)
             any = true;
-        else if (lstat (from, &st) == 0)
+        else {
             log_warn ("python", "the kept build of %.12s (%s) did not copy: %s", key, s_build_parts [i],
                       strerror (errno));
+            nftw (part, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+        }
     }
     log_debug ("python", "build of %.12s restored: %s", key, any? "yes": "no");
     return any;
+}
+
+//  A kept build's size, in the file "bytes" of its folder.
+static int
+s_bytes_write (const char *folder, uint64_t bytes)
+{
+    char path [PATH_MAX];
+    snprintf (path, sizeof path, "%s/bytes", folder);
+    int fd = open (path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    char text [32];
+    int len = snprintf (text, sizeof text, "%llu\n", (unsigned long long) bytes);
+    int rc = write (fd, text, (size_t) len) == len? 0: -1;
+    close (fd);
+    return rc;
+}
+
+static uint64_t
+s_bytes_read (const char *folder)
+{
+    char path [PATH_MAX];
+    snprintf (path, sizeof path, "%s/bytes", folder);
+    FILE *file = fopen (path, "re");
+    unsigned long long bytes = 0;
+    if (file && fscanf (file, "%llu", &bytes) != 1)
+        bytes = 0;
+    if (file)
+        fclose (file);
+    return bytes;
+}
+
+//  Keep the build cache under its bound: the kept builds used least
+//  recently (a restore touches its folder) go first, until the rest fit.
+//  Each folder says its bytes (the file "bytes", written when it was kept).
+typedef struct {
+    char name [2 * COMMON_HASH_BYTES + 1];
+    uint64_t bytes;
+    struct timespec used;
+} s_kept_t;
+
+static int
+s_kept_older (const void *a, const void *b)
+{
+    const struct timespec *x = &((const s_kept_t *) a)->used, *y = &((const s_kept_t *) b)->used;
+    return x->tv_sec != y->tv_sec? (x->tv_sec > y->tv_sec) - (x->tv_sec < y->tv_sec)
+                                  : (x->tv_nsec > y->tv_nsec) - (x->tv_nsec < y->tv_nsec);
+}
+
+static void
+s_builds_trim (python_backend_t *self)
+{
+    pthread_mutex_lock (&self->trim);
+    DIR *dir = opendir (self->builds);
+    s_kept_t *all = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t total = 0;
+    struct dirent *ent;
+    while (dir && (ent = readdir (dir))) {
+        if (ent->d_name [0] == '.' || strlen (ent->d_name) != 2 * COMMON_HASH_BYTES)
+            continue;           //  ".", "..", builds being kept (".KEY.pid.n")
+        char path [PATH_MAX];
+        struct stat st;
+        snprintf (path, sizeof path, "%s/%s", self->builds, ent->d_name);
+        if (lstat (path, &st) != 0 || !S_ISDIR (st.st_mode))
+            continue;
+        if (n == cap) {
+            s_kept_t *more = realloc (all, (cap = cap? 2 * cap: 64) * sizeof *all);
+            if (!more)
+                break;
+            all = more;
+        }
+        snprintf (all [n].name, sizeof all [n].name, "%s", ent->d_name);
+        all [n].bytes = s_bytes_read (path);
+        all [n].used = st.st_mtim;
+        total += all [n++].bytes;
+    }
+    if (dir)
+        closedir (dir);
+    if (total > self->builds_max) {
+        qsort (all, n, sizeof *all, s_kept_older);
+        for (size_t i = 0; i < n && total > self->builds_max; i++) {
+            //  Out of the way at once (a rename), then removed.
+            char path [PATH_MAX], gone [PATH_MAX];
+            snprintf (path, sizeof path, "%s/%s", self->builds, all [i].name);
+            snprintf (gone, sizeof gone, "%s/.gone.%s", self->builds, all [i].name);
+            if (rename (path, gone) == 0)
+                nftw (gone, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+            total -= all [i].bytes;
+            log_debug ("python", "build cache over %llu bytes: dropped %.12s (%llu bytes)",
+                       (unsigned long long) self->builds_max, all [i].name,
+                       (unsigned long long) all [i].bytes);
+        }
+    }
+    free (all);
+    pthread_mutex_unlock (&self->trim);
 }
 
 //  Is there a kept build of key?
@@ -816,9 +924,10 @@ s_build_keep (python_backend_t *self, const char *dir, const char *key)
         nftw (tmp, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
         return;                     //  nothing built: nothing to find next time
     }
-    if (rc == 0 && rename (tmp, kept) == 0) {
+    if (rc == 0 && s_bytes_write (tmp, bytes) == 0 && rename (tmp, kept) == 0) {
         log_info ("python", "kept the build of %.12s: %u files, %llu bytes", key, files,
                   (unsigned long long) bytes);
+        s_builds_trim (self);
         return;
     }
     //  ENOTEMPTY, EEXIST: another job of the key kept its build first.
@@ -1354,6 +1463,9 @@ s_create (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, siz
     self->prewarm = !prewarm || strcmp (prewarm, "0") != 0;
     const char *prebuild = getenv ("KGYM_PYTHON_PREBUILD");
     self->prebuild = !prebuild || strcmp (prebuild, "0") != 0;
+    const char *builds_max = getenv ("KGYM_PYTHON_BUILDS_MAX");
+    self->builds_max = builds_max && *builds_max? strtoull (builds_max, NULL, 10): BUILDS_MAX_BYTES;
+    pthread_mutex_init (&self->trim, NULL);
     pthread_mutex_init (&self->gpu, NULL);
     pthread_mutex_init (&self->spawn_lock, NULL);
     pthread_cond_init (&self->spawn_cond, NULL);
@@ -1413,6 +1525,7 @@ s_destroy (void **self_p)
     pthread_mutex_destroy (&self->spawn_lock);
     pthread_mutex_destroy (&self->gpu);
     pthread_mutex_destroy (&self->lock);
+    pthread_mutex_destroy (&self->trim);
     free (self);
     *self_p = NULL;
 }
