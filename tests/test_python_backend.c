@@ -9,6 +9,9 @@
 */
 #include "testutil.h"
 #include "worker_eval.h"
+#include "sandbox_dir.h"
+#include <limits.h>
+#include <sys/wait.h>
 #include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -519,6 +522,36 @@ START_TEST (test_built_ahead)
 }
 END_TEST
 
+//  A worker that died leaves its runners' directories (and, as root,
+//  their tmpfs): the next python backend made on the host removes them.
+START_TEST (test_dead_workers_directories_swept)
+{
+    pid_t pid = fork ();
+    if (pid == 0)
+        _exit (0);
+    ck_assert_int_eq (waitpid (pid, NULL, 0), pid);     //  a pid nobody has now
+    const char *base = getenv ("TMPDIR");
+    char dir [PATH_MAX], file [PATH_MAX + 16];
+    snprintf (dir, sizeof dir, "%s/kgym-py-%d-XXXXXX", base && *base? base: "/tmp", (int) pid);
+    ck_assert_ptr_nonnull (mkdtemp (dir));
+    char why [256];
+    bool mounted = sandbox_dir_cap (dir, 1 << 20, why, sizeof why) == 0;
+    snprintf (file, sizeof file, "%s/left", dir);
+    FILE *left = fopen (file, "w");
+    ck_assert_ptr_nonnull (left);
+    fclose (left);
+    worker_eval_destroy (&s_eval);
+    s_eval = testutil_eval_new (NULL, NULL, 0);
+    json_t *r = s_grade (HEAD
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(x)\n");
+    s_expect (r, "ok", NULL);
+    json_decref (r);
+    ck_assert_msg (access (dir, F_OK) != 0, "%s (%s) is still there", dir, mounted? "a tmpfs": "on the disk");
+}
+END_TEST
+
 //  A candidate that writes without end into its directory meets a full
 //  tmpfs (a quarter of its memory cap), not the host's disk; the worker
 //  grades the next job. Root only (mounting): elsewhere the directory is
@@ -586,6 +619,7 @@ s_suite (void)
     tcase_add_test (tc, test_built_ahead);
     tcase_add_test (tc, test_build_cache_bounded);
     tcase_add_test (tc, test_directory_bounded);
+    tcase_add_test (tc, test_dead_workers_directories_swept);
     suite_add_tcase (suite, tc);
     return suite;
 }

@@ -1497,6 +1497,9 @@ s_create (const worker_eval_config_t *cfg, worker_cache_t *cache, char *err, siz
     }
     free (place);
     self->spawner_up = self->prewarm && pthread_create (&self->spawner, NULL, s_spawner, self) == 0;
+    int swept = python_proc_sweep ();
+    if (swept)
+        log_info ("python", "removed %d runner directories that workers gone before left", swept);
     return self;
 fail:
     pthread_cond_destroy (&self->spawn_cond);

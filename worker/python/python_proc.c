@@ -92,7 +92,9 @@ python_proc_new (const python_proc_config_t *cfg, char *err, size_t errlen)
         }
     }
     else {
-        snprintf (self->dir, sizeof self->dir, "%s/kgym-py-XXXXXX", base && *base? base: "/tmp");
+        //  Named for this process: what a worker that died left is found (python_proc_sweep).
+        snprintf (self->dir, sizeof self->dir, "%s/kgym-py-%d-XXXXXX", base && *base? base: "/tmp",
+                  (int) getpid ());
         if (!mkdtemp (self->dir)) {
             common_seterr (err, errlen, "mkdtemp %s: %s", self->dir, strerror (errno));
             self->dir [0] = 0;
@@ -440,6 +442,29 @@ const char *
 python_proc_dir (python_proc_t *self)
 {
     return self->dir;
+}
+
+int
+python_proc_sweep (void)
+{
+    const char *base = getenv ("TMPDIR");
+    char pattern [PATH_MAX];
+    snprintf (pattern, sizeof pattern, "%s/kgym-py-*-*", base && *base? base: "/tmp");
+    glob_t found = { 0 };
+    int removed = 0;
+    if (glob (pattern, GLOB_NOSORT, NULL, &found) == 0)
+        for (size_t i = 0; i < found.gl_pathc; i++) {
+            const char *name = strrchr (found.gl_pathv [i], '/') + 1;
+            int pid = atoi (name + strlen ("kgym-py-"));
+            struct stat st;
+            if (pid > 0 && kill (pid, 0) != 0 && errno == ESRCH
+            &&  lstat (found.gl_pathv [i], &st) == 0 && S_ISDIR (st.st_mode) && st.st_uid == geteuid ()) {
+                sandbox_dir_remove (found.gl_pathv [i]);
+                removed++;
+            }
+        }
+    globfree (&found);
+    return removed;
 }
 
 int

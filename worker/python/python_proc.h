@@ -72,6 +72,10 @@ void python_proc_describe (python_proc_t *self, char *buf, size_t len);
 //  Its private directory (its cwd; TORCH_EXTENSIONS_DIR and TRITON_CACHE_DIR under it).
 const char *python_proc_dir (python_proc_t *self);
 
+//  Remove the directories (and their tmpfs) of runners whose worker is
+//  gone (it died before it could). How many were removed.
+int python_proc_sweep (void);
+
 //  Lower every thread of it to SCHED_IDLE (what it starts inherits that;
 //  the sandbox's filter refuses it a way back): its CPU time is only what
 //  nothing else wants. 0, or -1 when a thread could not be lowered.
