@@ -1576,13 +1576,18 @@ s_prebuild (python_backend_t *self, const common_job_t *job, worker_outcome_t *o
     python_proc_t *builder = python_proc_new (&cfg, err, sizeof err);
     json_t *reply = NULL;
     int rc = -1;
+    bool ready = builder && python_proc_hello (builder, HELLO_S, err, sizeof err);
     //  It may run beside other jobs' timed runs: only on time they leave.
-    if (builder && python_proc_hello (builder, HELLO_S, err, sizeof err)
-    &&  (python_proc_idle (builder) == 0
-         || (snprintf (err, sizeof err, "cannot lower its priority: %s", strerror (errno)), false)))
-        rc = python_proc_request (builder, json_pack ("{s:s, s:s}", "op", "build", "candidate", source),
-                                  fmax (job->eval.compile_timeout_s, LOAD_MIN_S), &reply, NULL,
-                                  err, sizeof err);
+    if (ready && python_proc_idle (builder) != 0) {
+        snprintf (err, sizeof err, "cannot lower its priority: %s", strerror (errno));
+        ready = false;
+    }
+    if (ready) {
+        json_t *req = json_pack ("{s:s, s:s}", "op", "build", "candidate", source);
+        rc = python_proc_request (builder, req, fmax (job->eval.compile_timeout_s, LOAD_MIN_S), &reply,
+                                  NULL, err, sizeof err);
+        json_decref (req);
+    }
     const char *problem = rc? err: json_string_value (json_object_get (reply, "error"));
     if (builder)
         s_build_keep (self, python_proc_dir (builder), key);
