@@ -84,6 +84,8 @@ s_expect (json_t *result, const char *status, const char *part)
 }
 
 #define HEAD "import torch\nimport torch.nn as nn\n"
+//  A right ModelNew for the ReLU task.
+#define RELU_NEW "class ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
 
 START_TEST (test_correct_is_ok)
 {
@@ -349,9 +351,7 @@ START_TEST (test_build_tools_run)
         "        os.execv('/bin/sleep', ['sleep', '4242.5'])\n"
         "    assert int(os.read(r, 64)) == os.getpgrp(), 'a child left the group'\n"
         "_check()\n"
-        "class ModelNew(nn.Module):\n"
-        "    def forward(self, x):\n"
-        "        return torch.relu(x)\n");
+        RELU_NEW);
     s_expect (r, "ok", NULL);
     json_decref (r);
     worker_eval_destroy (&s_eval);
@@ -373,9 +373,7 @@ START_TEST (test_runners_fresh_per_job)
             "assert not hasattr(sys, 'kgym_left_behind'), 'state of an earlier job'\n"
             "open('/kgym/left_behind', 'w').write('x')\n"
             "sys.kgym_left_behind = True\n"
-            "class ModelNew(nn.Module):\n"
-            "    def forward(self, x):\n"
-            "        return torch.relu(x)\n");
+            RELU_NEW);
         s_expect (r, "ok", NULL);
         json_decref (r);
     }
@@ -412,9 +410,7 @@ START_TEST (test_build_kept_under_its_key)
         "else:\n"
         "    os.makedirs(d, exist_ok=True)\n"
         "    open(f, 'w').write('built once')\n"
-        "class ModelNew(nn.Module):\n"
-        "    def forward(self, x):\n"
-        "        return torch.relu(x)\n";
+        RELU_NEW;
     for (int job = 0; job < 3; job++) {
         //  The third job's source differs by a comment: another key.
         char *candidate = NULL;
@@ -447,9 +443,7 @@ START_TEST (test_build_cache_bounded)
         "d = os.path.join(os.environ['TORCH_EXTENSIONS_DIR'], 'kgym_trim')\n"
         "os.makedirs(d, exist_ok=True)\n"
         "open(os.path.join(d, 'artifact'), 'w').write('built once')\n"
-        "class ModelNew(nn.Module):\n"
-        "    def forward(self, x):\n"
-        "        return torch.relu(x)\n";
+        RELU_NEW;
     //  a, b, c kept in turn (c's keep drops a); c used again; a kept again
     //  drops b, not c (used more recently); c is still there.
     const char *order [] = { "a", "b", "c", "c", "a", "c" };
@@ -480,9 +474,7 @@ START_TEST (test_built_ahead)
     s_eval_own_cache (dir, sizeof dir, "pyahead");
     //  The first job lets the backend learn its runners (the build key's versions).
     json_t *r = s_grade (HEAD
-        "class ModelNew(nn.Module):\n"
-        "    def forward(self, x):\n"
-        "        return torch.relu(x)\n");
+        RELU_NEW);
     s_expect (r, "ok", NULL);
     ck_assert_ptr_null (json_object_get (r, "built_ahead"));
     json_decref (r);
@@ -498,9 +490,7 @@ START_TEST (test_built_ahead)
         "    open(f, 'w').write('builder %s' % os.environ.get('CUDA_VISIBLE_DEVICES'))\n"
         "else:\n"
         "    assert open(f).read().startswith('builder'), 'not built ahead'\n"
-        "class ModelNew(nn.Module):\n"
-        "    def forward(self, x):\n"
-        "        return torch.relu(x)\n";
+        RELU_NEW;
     r = s_grade (source);
     s_expect (r, "ok", NULL);
     ck_assert (json_is_true (json_object_get (r, "built_ahead")));
@@ -511,9 +501,7 @@ START_TEST (test_built_ahead)
         "import sys\n"
         "# load_inline\n"
         "assert sys.argv[sys.argv.index('--role') + 1] != 'builder', 'no GPU here'\n"
-        "class ModelNew(nn.Module):\n"
-        "    def forward(self, x):\n"
-        "        return torch.relu(x)\n");
+        RELU_NEW);
     s_expect (r, "ok", NULL);
     ck_assert (json_is_false (json_object_get (r, "built_ahead")));
     json_decref (r);
@@ -543,9 +531,7 @@ START_TEST (test_dead_workers_directories_swept)
     worker_eval_destroy (&s_eval);
     s_eval = testutil_eval_new (NULL, NULL, 0);
     json_t *r = s_grade (HEAD
-        "class ModelNew(nn.Module):\n"
-        "    def forward(self, x):\n"
-        "        return torch.relu(x)\n");
+        RELU_NEW);
     s_expect (r, "ok", NULL);
     json_decref (r);
     ck_assert_msg (access (dir, F_OK) != 0, "%s (%s) is still there", dir, mounted? "a tmpfs": "on the disk");
@@ -579,15 +565,11 @@ START_TEST (test_directory_bounded)
         "for name in os.listdir('/kgym'):\n"
         "    if name.startswith('fill'):\n"
         "        os.remove('/kgym/' + name)\n"
-        "class ModelNew(nn.Module):\n"
-        "    def forward(self, x):\n"
-        "        return torch.relu(x)\n");
+        RELU_NEW);
     s_expect (r, "ok", NULL);
     json_decref (r);
     r = s_grade (HEAD
-        "class ModelNew(nn.Module):\n"
-        "    def forward(self, x):\n"
-        "        return torch.relu(x)\n");
+        RELU_NEW);
     s_expect (r, "ok", NULL);
     json_decref (r);
 }
