@@ -407,9 +407,13 @@ START_TEST (test_build_kept_under_its_key)
         "f = os.path.join(d, 'artifact.so')\n"
         "if os.path.exists(f):\n"
         "    assert open(f).read() == 'built once', 'the artifact changed'\n"
+        "    assert not os.path.lexists(os.path.join(d, 'passwd')), 'a link was kept'\n"
+        "    assert not os.path.lexists(os.path.join(d, 'etc')), 'a link was kept'\n"
         "else:\n"
         "    os.makedirs(d, exist_ok=True)\n"
         "    open(f, 'w').write('built once')\n"
+        "    os.symlink('/etc/passwd', os.path.join(d, 'passwd'))\n"
+        "    os.symlink('/etc', os.path.join(d, 'etc'))\n"
         RELU_NEW;
     for (int job = 0; job < 3; job++) {
         //  The third job's source differs by a comment: another key.

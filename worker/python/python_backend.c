@@ -669,21 +669,60 @@ s_learn (python_backend_t *self, bool gpu, json_t *hello)
     pthread_mutex_unlock (&self->lock);
 }
 
-//  Copy the tree at from into to (made), regular files and folders only,
-//  owned by owner when given (>= 0), mtimes kept (a build found up to date).
+//  Copy one regular file, opened at name in the folder dirfd, to `to`: at
+//  most the size it had when opened (a file still growing is not followed).
 static int
-s_copy_tree (const char *from, const char *to, int owner, uint64_t *bytes, uint32_t *files, int depth)
+s_copy_file (int dirfd, const char *name, const char *to, int owner, uint64_t *bytes, uint32_t *files)
 {
-    if (depth > 16)
-        return -1;
-    int src = open (from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (src < 0)
-        return -1;
-    if (mkdir (to, 0700) != 0 && errno != EEXIST) {
-        close (src);
+    //  O_NONBLOCK: whatever the name is by now, opening it never waits.
+    int in = openat (dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (in < 0)                     //  a link, a socket, gone meanwhile: skipped
+        return errno == ELOOP || errno == ENXIO || errno == ENOENT || errno == EOPNOTSUPP? 0: -1;
+    if (fstat (in, &st) != 0 || !S_ISREG (st.st_mode)) {
+        close (in);
+        return 0;                   //  links, sockets, devices: never
+    }
+    if (++*files > BUILD_MAX_FILES || (*bytes += (uint64_t) st.st_size) > BUILD_MAX_BYTES) {
+        close (in);
         return -1;
     }
-    if (owner >= 0 && chown (to, (uid_t) owner, (gid_t) owner) != 0) {
+    int out = open (to, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, st.st_mode & 0755);
+    char buf [65536];
+    off_t left = st.st_size;
+    ssize_t n = 0;
+    while (out >= 0 && left > 0
+       &&  (n = read (in, buf, left < (off_t) sizeof buf? (size_t) left: sizeof buf)) > 0) {
+        if (write (out, buf, (size_t) n) != n) {
+            n = -1;
+            break;
+        }
+        left -= n;
+    }
+    int rc = out < 0 || n < 0? -1: 0;
+    if (rc == 0) {
+        struct timespec times [2] = { st.st_atim, st.st_mtim };
+        futimens (out, times);
+        if (owner >= 0 && fchown (out, (uid_t) owner, (gid_t) owner) != 0)
+            rc = -1;
+    }
+    close (in);
+    if (out >= 0)
+        close (out);
+    return rc;
+}
+
+//  Copy the tree of the folder src (a descriptor, taken) into to (made),
+//  regular files and folders only, owned by owner when given (>= 0), mtimes
+//  kept (a build found up to date). Folder by folder through descriptors:
+//  the runner may still be renaming things in its tree, and no path is
+//  ever resolved again (a folder swapped for a link leads nowhere).
+static int
+s_copy_tree_at (int src, const char *to, int owner, uint64_t *bytes, uint32_t *files, int depth)
+{
+    if (depth > 16
+    ||  (mkdir (to, 0700) != 0 && errno != EEXIST)
+    ||  (owner >= 0 && chown (to, (uid_t) owner, (gid_t) owner) != 0)) {
         close (src);
         return -1;
     }
@@ -697,47 +736,24 @@ s_copy_tree (const char *from, const char *to, int owner, uint64_t *bytes, uint3
     while (rc == 0 && (ent = readdir (dir))) {
         if (strcmp (ent->d_name, ".") == 0 || strcmp (ent->d_name, "..") == 0)
             continue;
-        char a [PATH_MAX], b [PATH_MAX];
-        if (snprintf (a, sizeof a, "%s/%s", from, ent->d_name) >= (int) sizeof a
-        ||  snprintf (b, sizeof b, "%s/%s", to, ent->d_name) >= (int) sizeof b)
+        char b [PATH_MAX];
+        if (snprintf (b, sizeof b, "%s/%s", to, ent->d_name) >= (int) sizeof b)
             continue;
-        struct stat st;
-        if (fstatat (dirfd (dir), ent->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-            continue;
-        if (S_ISDIR (st.st_mode)) {
-            rc = s_copy_tree (a, b, owner, bytes, files, depth + 1);
-            continue;
-        }
-        if (!S_ISREG (st.st_mode))
-            continue;               //  links, sockets, devices: never
-        if (++*files > BUILD_MAX_FILES || (*bytes += (uint64_t) st.st_size) > BUILD_MAX_BYTES) {
-            rc = -1;
-            break;
-        }
-        int in = openat (dirfd (dir), ent->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        int out = in >= 0? open (b, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, st.st_mode & 0755): -1;
-        char buf [65536];
-        ssize_t n = 0;
-        while (in >= 0 && out >= 0 && (n = read (in, buf, sizeof buf)) > 0)
-            if (write (out, buf, (size_t) n) != n) {
-                n = -1;
-                break;
-            }
-        if (in < 0 || out < 0 || n < 0)
-            rc = -1;
-        else {
-            struct timespec times [2] = { st.st_atim, st.st_mtim };
-            futimens (out, times);
-            if (owner >= 0 && fchown (out, (uid_t) owner, (gid_t) owner) != 0)
-                rc = -1;
-        }
-        if (in >= 0)
-            close (in);
-        if (out >= 0)
-            close (out);
+        int sub = openat (dirfd (dir), ent->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0)
+            rc = s_copy_tree_at (sub, b, owner, bytes, files, depth + 1);
+        else
+            rc = s_copy_file (dirfd (dir), ent->d_name, b, owner, bytes, files);
     }
     closedir (dir);
     return rc;
+}
+
+static int
+s_copy_tree (const char *from, const char *to, int owner, uint64_t *bytes, uint32_t *files)
+{
+    int src = open (from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    return src < 0? -1: s_copy_tree_at (src, to, owner, bytes, files, 0);
 }
 
 static int
@@ -777,7 +793,7 @@ s_build_restore (s_exec_t *ex, const char *key)
         uint32_t files = 0;
         if (lstat (from, &st) != 0)
             continue;
-        if (s_copy_tree (from, part, owner, &bytes, &files, 0) == 0 && rename (part, to) == 0)
+        if (s_copy_tree (from, part, owner, &bytes, &files) == 0 && rename (part, to) == 0)
             any = true;
         else {
             log_warn ("python", "the kept build of %.12s (%s) did not copy: %s", key, s_build_parts [i],
@@ -918,7 +934,7 @@ s_build_keep (python_backend_t *self, const char *dir, const char *key)
         snprintf (from, sizeof from, "%s/%s", dir, s_build_parts [i]);
         snprintf (to, sizeof to, "%s/%s", tmp, s_build_parts [i]);
         if (lstat (from, &st) == 0 && S_ISDIR (st.st_mode))
-            rc = s_copy_tree (from, to, -1, &bytes, &files, 0);
+            rc = s_copy_tree (from, to, -1, &bytes, &files);
     }
     if (rc == 0 && files == 0) {
         nftw (tmp, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
