@@ -39,9 +39,10 @@ s_teardown (void)
     testutil_dir_remove (s_dir);
 }
 
-//  Grade bench/pygpu/NAME.py against bench/pygpu/relu.py on the GPU.
+//  Grade bench/pygpu/NAME.py, TAIL appended (a distinct source when not
+//  empty), against bench/pygpu/relu.py on the GPU.
 static json_t *
-s_grade (const char *name)
+s_grade_with (const char *name, const char *tail)
 {
     char *task_path = testutil_source_path ("bench/pygpu/relu.py");
     char relative [128];
@@ -50,6 +51,11 @@ s_grade (const char *name)
     char *task_source = testutil_read_file (task_path);
     char *cand_source = testutil_read_file (cand_path);
     ck_assert (task_source && cand_source);
+    if (*tail) {
+        char *whole = zsys_sprintf ("%s%s", cand_source, tail);
+        free (cand_source);
+        cand_source = whole;
+    }
     json_t *job = json_pack ("{s:{s:s, s:s, s:{s:s, s:s}}, s:{s:s, s:s}, s:{s:f, s:i}}",
                              "task", "name", "relu", "backend", "cuda",
                              "reference", "lang", "python", "source", task_source,
@@ -71,6 +77,12 @@ s_grade (const char *name)
     free (task_path);
     free (cand_path);
     return result;
+}
+
+static json_t *
+s_grade (const char *name)
+{
+    return s_grade_with (name, "");
 }
 
 static double
@@ -145,6 +157,16 @@ START_TEST (test_inline_build_kept)
     free (cache);
     ck_assert (json_is_true (json_object_get (json_object_get (r, "cache"), "candidate")));
     ck_assert (json_is_true (json_object_get (r, "runners_ahead")));
+    json_decref (r);
+    //  A new source once the worker knows its GPU: built ahead by the builder
+    //  (no GPU, SCHED_IDLE) in prepare, so the job's own import is short.
+    r = s_grade_with ("inline_relu", "# a distinct source\n");
+    testutil_expect_status (r, "ok", NULL);
+    printf ("inline_relu distinct: built_ahead %d, compile_s %.3f\n",
+            json_is_true (json_object_get (r, "built_ahead")),
+            json_number_value (json_object_get (json_object_get (r, "phases"), "compile_s")));
+    fflush (stdout);
+    ck_assert (json_is_true (json_object_get (r, "built_ahead")));
     json_decref (r);
 }
 END_TEST

@@ -101,6 +101,47 @@ START_TEST (test_never_fewer_than_the_minimum_nor_more_than_the_maximum)
 }
 END_TEST
 
+//  A baseline timed alone first (the Python backend on a GPU): a steady one
+//  is enough after the minimum, a noisy one is not; the candidate's runs are
+//  then judged against however many it has.
+START_TEST (test_a_baseline_timed_apart)
+{
+    worker_grade_stop_t rule;
+    worker_grade_stop_init (&rule, 100, 2.0);
+    double base [100], cand [100];
+    uint64_t state = 0x243F6A8885A308D3ull;
+    uint32_t nb = 0;
+    while (nb < 100 && !worker_grade_stop_baseline (&rule, base, nb)) {
+        base [nb] = 150.0 * (1 + 0.002 * s_jitter (&state));
+        nb++;
+    }
+    ck_assert_uint_ge (nb, WORKER_GRADE_STOP_MIN);
+    ck_assert_uint_le (nb, 10);
+    //  Not before the minimum, however steady.
+    ck_assert (!worker_grade_stop_baseline (&rule, base, WORKER_GRADE_STOP_MIN - 1));
+    //  20% noise: not known well enough in 30 runs.
+    double noisy [30];
+    for (int i = 0; i < 30; i++)
+        noisy [i] = 150.0 * (1 + 0.2 * s_jitter (&state));
+    ck_assert (!worker_grade_stop_baseline (&rule, noisy, 30));
+    //  The candidate's steady runs against the nb baseline samples: precise,
+    //  and the interval the same as the speedup's (ncand != nbase).
+    worker_grade_stop_why_t why = GRADE_STOP_NONE;
+    uint32_t n = 0;
+    while (why == GRADE_STOP_NONE) {
+        cand [n] = 100.0 * (1 + 0.002 * s_jitter (&state));
+        n++;
+        why = worker_grade_stop_check_n (&rule, cand, n, base, nb);
+    }
+    ck_assert_int_eq (why, GRADE_STOP_PRECISE);
+    ck_assert_uint_le (n, 20);
+    double lo, hi;
+    double speedup = worker_grade_speedup (cand, n, base, nb, &lo, &hi);
+    ck_assert (lo <= speedup && speedup <= hi && hi / lo < 1.021);
+    ck_assert_double_eq_tol (speedup, 1.5, 0.01);
+}
+END_TEST
+
 START_TEST (test_the_rule_on_intervals)
 {
     worker_grade_stop_t rule;
@@ -169,6 +210,7 @@ main (void)
     tcase_add_test (tc, test_noisier_samples_take_more_runs);
     tcase_add_test (tc, test_a_clipped_or_settled_reward_stops_at_the_minimum);
     tcase_add_test (tc, test_never_fewer_than_the_minimum_nor_more_than_the_maximum);
+    tcase_add_test (tc, test_a_baseline_timed_apart);
     tcase_add_test (tc, test_the_rule_on_intervals);
     tcase_add_test (tc, test_stop_names);
     tcase_add_test (tc, test_speedup_interval_holds_the_speedup);

@@ -219,20 +219,46 @@ worker_grade_stop_why_t
 worker_grade_stop_check (worker_grade_stop_t *rule, const double *cand_us, const double *base_us,
                          uint32_t n)
 {
+    return worker_grade_stop_check_n (rule, cand_us, n, base_us, n);
+}
+
+worker_grade_stop_why_t
+worker_grade_stop_check_n (worker_grade_stop_t *rule, const double *cand_us, uint32_t ncand,
+                           const double *base_us, uint32_t nbase)
+{
+    uint32_t n = ncand;
     if (n >= rule->max_runs)
         return GRADE_STOP_MAX_RUNS;
-    if (n < rule->min_runs || n < rule->next_check)
+    if (n < rule->min_runs || n < rule->next_check || nbase == 0)
         return GRADE_STOP_NONE;
     rule->next_check = n < 32? n + 1: n + n / 16;
-    double *copy = malloc (2 * (size_t) n * sizeof (double));
+    double *copy = malloc (((size_t) ncand + nbase) * sizeof (double));
     if (!copy)
         return GRADE_STOP_NONE;         //  keep timing: the maximum still ends it
-    memcpy (copy, cand_us, n * sizeof (double));
-    memcpy (copy + n, base_us, n * sizeof (double));
+    memcpy (copy, cand_us, ncand * sizeof (double));
+    memcpy (copy + ncand, base_us, nbase * sizeof (double));
     double lo, hi;
-    double speedup = worker_grade_speedup (copy, n, copy + n, n, &lo, &hi);
+    double speedup = worker_grade_speedup (copy, ncand, copy + ncand, nbase, &lo, &hi);
     free (copy);
     return worker_grade_stop_judge (rule, lo, speedup, hi);
+}
+
+bool
+worker_grade_stop_baseline (const worker_grade_stop_t *rule, const double *base_us, uint32_t n)
+{
+    uint32_t least = rule->min_runs < rule->max_runs? rule->min_runs: rule->max_runs;
+    if (n < least || n == 0 || !(rule->precision > 0))
+        return false;
+    double *copy = malloc (2 * (size_t) n * sizeof (double));
+    if (!copy)
+        return false;
+    memcpy (copy, base_us, n * sizeof (double));
+    memcpy (copy + n, base_us, n * sizeof (double));
+    //  Against itself: the ratio is 1, its interval sqrt 2 times the median's own.
+    double lo, hi;
+    worker_grade_speedup (copy, n, copy + n, n, &lo, &hi);
+    free (copy);
+    return lo > 0 && hi <= 1 + rule->precision && lo >= 1 - rule->precision;
 }
 
 static const char *s_stop_names [] = { "", "precise", "clipped", "settled", "max_runs" };

@@ -114,6 +114,17 @@ void worker_grade_stop_init (worker_grade_stop_t *rule, uint32_t max_runs, doubl
 worker_grade_stop_why_t worker_grade_stop_check (worker_grade_stop_t *rule, const double *cand_us,
                                                  const double *base_us, uint32_t n);
 
+//  The same with the baseline's samples counted apart (a baseline timed
+//  before the candidate, worker_grade_stop_baseline): ncand counts the runs.
+worker_grade_stop_why_t worker_grade_stop_check_n (worker_grade_stop_t *rule, const double *cand_us,
+                                                   uint32_t ncand, const double *base_us, uint32_t nbase);
+
+//  A baseline timed alone, before the candidate exists (the Python
+//  backend's on a GPU): enough runs once, after the rule's minimum, its
+//  median's own interval is within precision / sqrt 2 (so it takes at most
+//  half the speedup interval's budget, in quadrature). Its n samples so far.
+bool worker_grade_stop_baseline (const worker_grade_stop_t *rule, const double *base_us, uint32_t n);
+
 //  The rule on one interval (lo <= speedup <= hi), without the run counts:
 //  precise, clipped, settled or none (tests feed it synthetic intervals).
 worker_grade_stop_why_t worker_grade_stop_judge (const worker_grade_stop_t *rule, double lo,

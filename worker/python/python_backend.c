@@ -153,10 +153,11 @@ typedef struct {
     python_proc_t *ref, *cand;
     s_slot_t slots [MAX_OUTPUTS];   //  the current run's outputs
     size_t nslots;
-    uint8_t *expected;              //  copy of the reference's outputs
-    size_t expected_size;
+    uint8_t *expected;              //  the reference's outputs, in R's mapping (see s_reference_call)
+    size_t expected_size;           //  their bytes, 0 before the first
     worker_grade_tolerance_t tol;
     double over_s;                  //  a profiled call's wall time beyond its GPU span (R's median)
+    uint32_t base_n;                //  the baseline's timed runs made beforehand (GPU)
     double used_s;                  //  the candidate's time so far (its budget)
     double wall_s;                  //  its wall time so far
     uint32_t fallbacks;             //  timed calls whose records the wall clock did not confirm
@@ -308,11 +309,26 @@ s_inputs (s_exec_t *ex, python_proc_t *proc, uint64_t seed)
 //  Run the reference (the compiled baseline, with baseline) on its current
 //  inputs; its outputs become the slots (and, with keep, the expected
 //  bytes). 0 or -1.
+//  The expected bytes are read where R wrote them, in its mapping, not
+//  copied (GBs a call at KernelBench's shapes): only the task's code runs in
+//  R, and R writes there only when told. A call that does not keep (the
+//  baseline, timed on the CPU between the reference's call and the
+//  candidate's) writes its outputs beyond them: every call still copies
+//  its outputs out, as the candidate's do, so both are timed alike.
 static int
 s_reference_call (s_exec_t *ex, bool keep, bool baseline, json_t **gpu, double *wall_s)
 {
     json_t *reply = NULL;
     json_t *req = json_pack ("{s:s, s:b, s:b}", "op", "call", "profile", gpu != NULL, "baseline", baseline);
+    if (!keep && ex->expected_size) {
+        uint64_t beyond = (ex->expected_size + 4095) & ~(uint64_t) 4095;
+        json_t *slots = json_array ();
+        for (size_t i = 0; i < ex->nslots; i++)
+            json_array_append_new (slots, json_pack ("{s:I, s:I}", "offset",
+                                   (json_int_t) (beyond + ex->slots [i].offset), "nbytes",
+                                   (json_int_t) ex->slots [i].nbytes));
+        json_object_set_new (req, "slots", slots);
+    }
     if (s_ask (ex, ex->ref, req, TRUSTED_S, &reply, wall_s))
         return -1;
     json_t *outputs = json_object_get (reply, "outputs");
@@ -356,18 +372,13 @@ s_reference_call (s_exec_t *ex, bool keep, bool baseline, json_t **gpu, double *
     }
     if (!keep)
         return 0;
-    uint8_t *shm = python_proc_shm (ex->ref, offset);
-    if (offset > ex->expected_size) {
-        free (ex->expected);
-        ex->expected = malloc (offset? offset: 1);
-        ex->expected_size = ex->expected? offset: 0;
-    }
-    if (!shm || !ex->expected) {
-        worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "cannot hold %llu bytes of outputs",
+    ex->expected = python_proc_shm (ex->ref, offset);
+    ex->expected_size = ex->expected? offset: 0;
+    if (!ex->expected) {
+        worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "cannot map %llu bytes of outputs",
                              (unsigned long long) offset);
         return -1;
     }
-    memcpy (ex->expected, shm, offset);
     //  A reference answer of NaN could never be matched: the task is broken.
     worker_grade_tensor_t tensors [MAX_OUTPUTS];
     for (size_t i = 0; i < n; i++) {
@@ -385,12 +396,48 @@ s_reference_call (s_exec_t *ex, bool keep, bool baseline, json_t **gpu, double *
 //  tile of them, repeated (what matters is that a right value rarely
 //  equals the poison at its place, not that the poison is secret: writing
 //  it would be wrong anyway; and outputs are hundreds of MB).
+typedef struct {
+    uint8_t *area;
+    size_t from, to;                //  tiles
+    size_t size;
+    const uint8_t *tile;
+} s_poison_part_t;
+
+static void *
+s_poison_part (void *arg)
+{
+    s_poison_part_t *part = arg;
+    for (size_t t = part->from; t < part->to; t++) {
+        size_t at = t * POISON_TILE;
+        memcpy (part->area + at, part->tile, part->size - at < POISON_TILE? part->size - at: POISON_TILE);
+    }
+    return NULL;
+}
+
+//  On up to threads threads (GBs at KernelBench's shapes: one core writes
+//  ~10 GB/s at best).
 static void
-s_poison (uint8_t *area, size_t size, uint8_t *tile, uint64_t seed)
+s_poison (uint8_t *area, size_t size, uint8_t *tile, uint64_t seed, uint32_t threads)
 {
     randombytes_buf_deterministic (tile, POISON_TILE, (const unsigned char *) (uint64_t [4]) { seed, ~seed, seed ^ 0x5bd1e995u, 7 });
-    for (size_t at = 0; at < size; at += POISON_TILE)
-        memcpy (area + at, tile, size - at < POISON_TILE? size - at: POISON_TILE);
+    size_t tiles = (size + POISON_TILE - 1) / POISON_TILE;
+    size_t parts = threads < 1? 1: threads > 16? 16: threads;
+    if (tiles < 64 * parts)         //  under 64 MiB a thread: not worth one
+        parts = tiles / 64 > 1? tiles / 64: 1;
+    s_poison_part_t part [16];
+    pthread_t thread [16];
+    bool started [16] = { false };
+    for (size_t p = 0; p < parts; p++) {
+        part [p] = (s_poison_part_t) { .area = area, .size = size, .tile = tile,
+                                       .from = tiles * p / parts, .to = tiles * (p + 1) / parts };
+        started [p] = p > 0 && pthread_create (&thread [p], NULL, s_poison_part, &part [p]) == 0;
+    }
+    s_poison_part (&part [0]);
+    for (size_t p = 1; p < parts; p++)
+        if (started [p])
+            pthread_join (thread [p], NULL);
+        else
+            s_poison_part (&part [p]);
 }
 
 //  Positions of the output at offset in area read the moment the reply
@@ -484,7 +531,7 @@ s_candidate_call (s_exec_t *ex, uint64_t seed, bool timed, const char *when, uin
         worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "cannot map %llu bytes", (unsigned long long) total);
         return -1;
     }
-    s_poison (shm, total, poison, seed ^ 0xC0FFEEull);
+    s_poison (shm, total, poison, seed ^ 0xC0FFEEull, ex->tol.threads);
     json_t *slots = json_array ();
     for (size_t i = 0; i < ex->nslots; i++)
         json_array_append_new (slots, json_pack ("{s:I, s:I}", "offset", (json_int_t) ex->slots [i].offset,
@@ -956,7 +1003,9 @@ s_build_keep (python_backend_t *self, const char *dir, const char *key)
 //  --- phases ---
 
 //  The baseline (the eager reference) timed in R, before the candidate's
-//  module exists. Samples into base_us (eval.timed of them).
+//  module exists. Samples into base_us (ex->base_n of them: eval.timed at
+//  most, fewer once its median is known well enough for the speedup's
+//  interval, worker_grade_stop_baseline).
 static int
 s_baseline (s_exec_t *ex, double *base_us)
 {
@@ -964,6 +1013,9 @@ s_baseline (s_exec_t *ex, double *base_us)
     size_t ts = ex->task->timing_size;
     if (s_size (ex, ex->ref, ts))
         return -1;
+    worker_grade_stop_t rule;
+    worker_grade_stop_init (&rule, eval->timed, ex->job->reward.clip);
+    ex->base_n = 0;
     double over [64];
     uint32_t nover = 0;
     for (uint32_t i = 0; i < eval->warmup + eval->timed; i++) {
@@ -979,12 +1031,16 @@ s_baseline (s_exec_t *ex, double *base_us)
         if (ex->gpu && span > 0 && nover < 64)
             over [nover++] = fmax (wall - span, 0);
         double t = ex->gpu && span > 0? span: wall;
+        bool enough = false;
         if (i >= eval->warmup) {
-            base_us [i - eval->warmup] = t * 1e6;
+            base_us [ex->base_n++] = t * 1e6;
             if (ex->gpu)
                 s_add_kernels (ex->ref_kernels, gpu);
+            enough = worker_grade_stop_baseline (&rule, base_us, ex->base_n);
         }
         json_decref (gpu);
+        if (enough)
+            break;
     }
     if (nover) {
         worker_timing_t t;
@@ -1064,7 +1120,7 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
             if (!ex->gpu)
                 base_us [n] = b * 1e6;
             n++;
-            why = worker_grade_stop_check (&rule, cand_us, base_us, n);
+            why = worker_grade_stop_check_n (&rule, cand_us, n, base_us, ex->gpu? ex->base_n: n);
         }
     }
     ex->out->timing_stopped = worker_grade_stop_name (why);
@@ -1426,8 +1482,8 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
             goto done;
     }
     if (timing) {
-        //  A GPU's baseline was timed eval.timed times beforehand; the CPU's beside each run.
-        uint32_t base_n = ex.gpu? eval->timed: runs;
+        //  A GPU's baseline was timed beforehand (base_n runs); the CPU's beside each run.
+        uint32_t base_n = ex.gpu? ex.base_n: runs;
         out->speedup = worker_grade_speedup (cand_us, runs, base_us, base_n,
                                              &out->speedup_lo, &out->speedup_hi);
         worker_grade_timing (&out->candidate, cand_us, runs);
@@ -1457,7 +1513,6 @@ done:
     if (self->prewarm && !ex.gpu && !spare->ref)
         s_spare_start (&ex, spare);
     s_spare_go (spare);
-    free (ex.expected);
     free (base_us);
     free (cand_us);
     json_decref (ex.cand_kernels);
