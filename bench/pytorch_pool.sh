@@ -8,6 +8,8 @@
 #   PYTHON   the interpreter the runners use (default /opt/torch/.venv/bin/python3 when it
 #            exists): exported as KGYM_PYTHON, and given as --python when kgym eval has it
 #   OUT      where the per-candidate results go (pytorch_pool.jsonl; default /tmp)
+#   POOL_UNTIL  a deadline (seconds since the epoch): a task's kgym eval still running then
+#            is stopped and the candidates it graded so far are reported
 # One kgym eval per task (its candidates share one evaluator, so the runner stays warm),
 # with the task's eval settings for the target (timeout, compile_timeout). On the H200 the
 # whole pool takes longer than one 10-minute device call: give it a few tasks at a time, e.g.
@@ -77,6 +79,8 @@ for task_file in sorted(glob.glob(os.path.join(pool, "*", "task.%s.json" % targe
         cmd += ["--compile-timeout", str(ev["compile_timeout"])]
     cmd += [task_file] + [os.path.join(taskdir, "candidates", n + ".json") for n in names]
     limit = len(names) * (ev.get("timeout", 10) + ev.get("compile_timeout", 30) + 60)
+    if os.environ.get("POOL_UNTIL"):    # a deadline (epoch s): what finished by then is reported
+        limit = max(1, min(limit, float(os.environ["POOL_UNTIL"]) - time.time()))
     start = time.time()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)

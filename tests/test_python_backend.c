@@ -172,6 +172,24 @@ START_TEST (test_sizes_and_tail)
     r = s_grade_with (s_relu, tail_bug, NULL, 20.0, 3);
     s_expect (r, "ok", NULL);
     json_decref (r);
+    //  Timed at the timing size, the module's shape as written ({}), not at
+    //  the size checked last: right at dim 1001 for its first two calls (the
+    //  two trials of size 1), wrong at dim 1001 after them.
+    const char *late_bug = HEAD
+        "calls = 0\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        global calls\n"
+        "        y = torch.relu(x)\n"
+        "        if x.shape[1] == 1001:\n"
+        "            calls += 1\n"
+        "            if calls > 2:\n"
+        "                y[:, -1] = 0.5\n"
+        "        return y\n";
+    r = s_grade_with (s_relu, late_bug, "{\"sizes\": [{}, {\"batch_size\": 3, \"dim\": 1001}], "
+                      "\"timing_size\": 0}", 20.0, 3);
+    s_expect (r, "ok", NULL);
+    json_decref (r);
     r = s_grade_with (s_relu, tail_bug, "{\"sizes\": [{\"nosuch\": 3}]}", 20.0, 3);
     s_expect (r, "invalid", "nosuch");
     json_decref (r);
