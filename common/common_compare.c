@@ -6,9 +6,9 @@
     shown to the user (largest errors, first failing elements).
 */
 #include "common_compare.h"
+#include "common_util.h"
 #include <float.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -202,23 +202,6 @@ s_part_run (void *arg)
     return NULL;
 }
 
-//  Run the parts (part 0 on this thread); a thread that cannot start is
-//  run here instead: never fails.
-static void
-s_parts_run (s_part_t *parts, unsigned n)
-{
-    pthread_t ids [S_PARTS_MAX];
-    bool started [S_PARTS_MAX] = { false };
-    for (unsigned i = 1; i < n; i++)
-        started [i] = pthread_create (&ids [i], NULL, s_part_run, &parts [i]) == 0;
-    s_part_run (&parts [0]);
-    for (unsigned i = 1; i < n; i++)
-        if (started [i])
-            pthread_join (ids [i], NULL);
-        else
-            s_part_run (&parts [i]);
-}
-
 //  How many parts for count elements on up to threads threads (1: serial).
 static unsigned
 s_parts (size_t count, unsigned threads)
@@ -259,7 +242,7 @@ common_compare_threads (common_dtype_t dtype, const void *expected, const void *
     }
     s_part_t parts [S_PARTS_MAX];
     s_split (parts, n, exact? S_BITS: S_TOLERANCE, dtype, expected, got, count, atol, rtol);
-    s_parts_run (parts, n);
+    common_run_parts (s_part_run, parts, sizeof parts [0], n);
     memset (out, 0, sizeof *out);
     out->count = count;
     for (unsigned i = 0; i < n; i++) {
@@ -282,7 +265,7 @@ common_compare_nans_threads (common_dtype_t dtype, const void *buf, size_t count
         return common_compare_nans (dtype, buf, count);
     s_part_t parts [S_PARTS_MAX];
     s_split (parts, n, S_NANS, dtype, buf, NULL, count, 0, 0);
-    s_parts_run (parts, n);
+    common_run_parts (s_part_run, parts, sizeof parts [0], n);
     size_t nans = 0;
     for (unsigned i = 0; i < n; i++)
         nans += parts [i].nans;

@@ -3,6 +3,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -109,4 +111,23 @@ common_bytes_parse (const char *text, uint64_t *bytes)
         return -1;
     *bytes = (uint64_t) value;
     return 0;
+}
+
+void
+common_run_parts (void *(*fn) (void *), void *parts, size_t size, unsigned n)
+{
+    pthread_t ids [64];
+    bool started [64] = { false };
+    if (n > 64)
+        n = 64;
+    uint8_t *at = parts;
+    for (unsigned i = 1; i < n; i++)
+        started [i] = pthread_create (&ids [i], NULL, fn, at + i * size) == 0;
+    if (n)
+        fn (at);
+    for (unsigned i = 1; i < n; i++)
+        if (started [i])
+            pthread_join (ids [i], NULL);
+        else
+            fn (at + i * size);
 }

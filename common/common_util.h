@@ -29,4 +29,9 @@ uint64_t common_now_ns (void);
 //  a size, is 0, or does not fit in 64 bits.
 int common_bytes_parse (const char *text, uint64_t *bytes);
 
+//  Run fn on each of n parts (an array of n items of size bytes each), part
+//  0 on this thread and the others on threads of their own; a part whose
+//  thread cannot start runs here instead, so it never fails. At most 64 parts.
+void common_run_parts (void *(*fn) (void *), void *parts, size_t size, unsigned n);
+
 #endif

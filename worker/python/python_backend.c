@@ -425,19 +425,10 @@ s_poison (uint8_t *area, size_t size, uint8_t *tile, uint64_t seed, uint32_t thr
     if (tiles < 64 * parts)         //  under 64 MiB a thread: not worth one
         parts = tiles / 64 > 1? tiles / 64: 1;
     s_poison_part_t part [16];
-    pthread_t thread [16];
-    bool started [16] = { false };
-    for (size_t p = 0; p < parts; p++) {
+    for (size_t p = 0; p < parts; p++)
         part [p] = (s_poison_part_t) { .area = area, .size = size, .tile = tile,
                                        .from = tiles * p / parts, .to = tiles * (p + 1) / parts };
-        started [p] = p > 0 && pthread_create (&thread [p], NULL, s_poison_part, &part [p]) == 0;
-    }
-    s_poison_part (&part [0]);
-    for (size_t p = 1; p < parts; p++)
-        if (started [p])
-            pthread_join (thread [p], NULL);
-        else
-            s_poison_part (&part [p]);
+    common_run_parts (s_poison_part, part, sizeof part [0], (unsigned) parts);
 }
 
 //  Positions of the output at offset in area read the moment the reply
