@@ -1,6 +1,7 @@
 /*  python_proc - one sandboxed Python runner (kgym_pyrunner.py), seen from the worker.  */
 #include "common_util.h"
 #include "python_proc.h"
+#include "sandbox_uid.h"
 #include "common_log.h"
 #include "sandbox_dir.h"
 #include <errno.h>
@@ -444,6 +445,16 @@ python_proc_dir (python_proc_t *self)
     return self->dir;
 }
 
+//  A directory of ours: this process's uid, or the sandbox range's (a
+//  runner's directory is handed to the runner's uid).
+static bool
+s_ours (uid_t uid)
+{
+    uid_t first, count;
+    return uid == geteuid ()
+        || (sandbox_uid_range (&first, &count, NULL, 0) == 0 && uid >= first && uid - first < count);
+}
+
 int
 python_proc_sweep (void)
 {
@@ -458,7 +469,7 @@ python_proc_sweep (void)
             int pid = atoi (name + strlen ("kgym-py-"));
             struct stat st;
             if (pid > 0 && kill (pid, 0) != 0 && errno == ESRCH
-            &&  lstat (found.gl_pathv [i], &st) == 0 && S_ISDIR (st.st_mode) && st.st_uid == geteuid ()) {
+            &&  lstat (found.gl_pathv [i], &st) == 0 && S_ISDIR (st.st_mode) && s_ours (st.st_uid)) {
                 sandbox_dir_remove (found.gl_pathv [i]);
                 removed++;
             }
