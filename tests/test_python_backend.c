@@ -300,6 +300,39 @@ END_TEST
 
 //  Trust: the clock is the supervisor's; patching Python's timers changes
 //  nothing of a candidate that sleeps.
+//  Work moved out of the timed call: the candidate wraps the task's
+//  get_inputs (run in its own process) to do its slow work while its inputs
+//  are made, and its forward only returns what was done. What its inputs
+//  took beyond the reference's is its time.
+START_TEST (test_work_before_the_call)
+{
+    json_t *r = s_grade (HEAD
+        "import sys, time\n"
+        "task = sys.modules['kgym_task']\n"
+        "_made = task.get_inputs\n"
+        "_done = {}\n"
+        "def get_inputs():\n"
+        "    ins = _made()\n"
+        "    time.sleep(0.02)\n"
+        "    _done[id(ins[0])] = torch.relu(ins[0])\n"
+        "    return ins\n"
+        "task.get_inputs = get_inputs\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        y = _done.pop(id(x), None)\n"
+        "        if y is None:\n"
+        "            time.sleep(0.02)\n"
+        "            y = torch.relu(x)\n"
+        "        return y\n");
+    s_expect (r, "ok", NULL);
+    double speedup = json_real_value (json_object_get (r, "speedup"));
+    ck_assert_msg (speedup > 0 && speedup < 0.5, "work done while the inputs were made: speedup %g", speedup);
+    json_t *profile = json_object_get (r, "profile");
+    ck_assert_int_gt (json_integer_value (json_object_get (profile, "timing_fallbacks")), 0);
+    json_decref (r);
+}
+END_TEST
+
 START_TEST (test_patched_timers)
 {
     json_t *r = s_grade (HEAD
@@ -621,6 +654,7 @@ s_suite (void)
     tcase_add_test (tc, test_expected_out_of_reach);
     tcase_add_test (tc, test_output_after_the_reply);
     tcase_add_test (tc, test_patched_timers);
+    tcase_add_test (tc, test_work_before_the_call);
     tcase_add_test (tc, test_build_tools_run);
     tcase_add_test (tc, test_runners_fresh_per_job);
     tcase_add_test (tc, test_build_kept_under_its_key);
