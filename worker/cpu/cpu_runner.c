@@ -42,6 +42,7 @@ struct cpu_runner_t {
     bool alive;                     //  not known to be dead
     bool stopped;                   //  SIGSTOPped since the last reply
     bool confirmed;                 //  the sandbox checked its confinement
+    uint32_t seq;                   //  the last request's number (READY's reply is 0)
 };
 
 
@@ -101,6 +102,8 @@ s_wait_reply_cpu (cpu_runner_t *self, uint64_t deadline, uint64_t cpu_deadline,
             continue;
         if (pfd.revents & POLLIN) {
             ssize_t n = recv (self->sock, reply, sizeof *reply, MSG_DONTWAIT | MSG_TRUNC);
+            if (n == (ssize_t) sizeof *reply && reply->seq != self->seq)
+                continue;           //  not the answer to this request: a late or forged one
             if (n == (ssize_t) sizeof *reply)
                 return 0;
             if (n == 0)
@@ -193,13 +196,16 @@ s_threads (cpu_runner_t *self)
 //  One request/reply round trip; out filled for anything but a reply.
 //  0 with *reply and wall time; 1 when out already tells the outcome.
 static int
-s_exchange (cpu_runner_t *self, const runner_request_t *req, double timeout_s, double cpu_s,
+s_exchange (cpu_runner_t *self, runner_request_t *req, double timeout_s, double cpu_s,
             runner_reply_t *reply, uint64_t *wall_ns, cpu_run_outcome_t *out)
 {
     if (s_drain (self) != 0) {
         s_crashed (self, out, NULL);
         return 1;
     }
+    if (++self->seq == 0)           //  never READY's 0
+        self->seq = 1;
+    req->seq = self->seq;
     //  The clock starts before the runner wakes: nothing it does once awake
     //  is outside the measured time.
     uint64_t c0 = cpu_runner_cpu_ns (self);

@@ -135,11 +135,15 @@ s_args_parse (int argc, char **argv, s_args_t *args)
     return 0;
 }
 
+//  The number of the request being answered (0: READY, before any).
+static uint32_t s_seq;
+
 static void
 s_send_reply (int sock, uint32_t status, uint64_t elapsed_ns, const char *message)
 {
     runner_reply_t reply;
     memset (&reply, 0, sizeof reply);
+    reply.seq = s_seq;
     reply.status = status;
     reply.elapsed_ns = elapsed_ns;
     if (message)
@@ -360,6 +364,7 @@ s_run (s_runner_t *self, runner_request_t *req)
     }
     reply.elapsed_ns = common_now_ns () - t0;
     reply.status = RUNNER_OK;
+    reply.seq = s_seq;
     while (send (sock, &reply, sizeof reply, MSG_NOSIGNAL) < 0 && errno == EINTR)
         ;
 }
@@ -395,6 +400,7 @@ s_kernel_main (s_args_t *args)
             s_send_reply (args->sock, RUNNER_BAD_REQUEST, 0, "request of the wrong size");
             continue;
         }
+        s_seq = req.seq;
         switch (req.op) {
             case RUNNER_OP_PING:
                 s_send_reply (args->sock, RUNNER_OK, 0, NULL);

@@ -13,6 +13,8 @@
         supervisor -> runner   runner_request_t op=RUN  -> runner_reply_t
         supervisor -> runner   runner_request_t op=PING -> runner_reply_t      (round-trip calibration)
         supervisor -> runner   runner_request_t op=EXIT (no reply)
+    Each request carries a number the runner echoes in its reply; the
+    supervisor drops any reply whose number is not the one it waits for.
 */
 #ifndef CPU_RUNNER_PROTO_H
 #define CPU_RUNNER_PROTO_H
@@ -57,7 +59,7 @@ typedef struct {
     uint32_t op;                //  runner_op_t
     uint32_t nargs;             //  entries in args
     uint32_t nlaunches;         //  entries in launches
-    uint32_t reserved;
+    uint32_t seq;               //  the request's number, echoed in its reply (READY is 0)
     uint64_t shm_size;          //  bytes of the shared memory to map (remapped when it changes)
     uint64_t workspace_bytes;   //  scratch the runner maps privately and zeroes before the call:
                                 //  the supervisor never holds memory the candidate sizes
@@ -72,6 +74,8 @@ typedef struct {
     char message[256];          //  reason, or the sandbox caps on the first reply
     uint64_t launch_wall_ns[RUNNER_MAX_LAUNCHES];   //  per launch: wall time (a hint only)
     uint64_t launch_cpu_ns[RUNNER_MAX_LAUNCHES];    //  per launch: process CPU time, all threads (a hint only)
+    uint32_t seq;               //  the request's seq: a late reply (READY after a forged one,
+    uint32_t reserved;          //  a stray from a leftover thread) is never taken for another's
 } runner_reply_t;
 
 #endif
