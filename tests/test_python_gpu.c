@@ -4,8 +4,9 @@
     by the evaluator, in sandboxed interpreters ($KGYM_PYTHON, with torch,
     CUDA and Triton): a Triton kernel and a load_inline extension are ok;
     torch's own ReLU is a wrapper (invalid); work left on a side stream
-    with synchronisation patched out, and a slow kernel behind patched CUDA
-    events, never look faster than they are; a load_inline build is kept
+    with synchronisation patched out, a slow kernel behind patched CUDA
+    events, and one with torch's profiler turned off, never look faster
+    than they are; a load_inline build is kept
     under its key and found up to date by the next job; the next job's
     runners were started ahead of it; and a KernelBench folder imported for
     the GPU, prompted, answered and graded through a broker and a worker.
@@ -118,12 +119,14 @@ START_TEST (test_wrapper_is_invalid)
 END_TEST
 
 //  Side stream, synchronisation patched out, 20 extra passes: wrong, a
-//  wrapper, or slower, never faster.
+//  wrapper, a runtime error (the harness's events are read before its work
+//  is done), or slower; never faster.
 START_TEST (test_side_stream_never_faster)
 {
     json_t *r = s_grade ("nosync");
     const char *status = json_string_value (json_object_get (r, "status"));
     ck_assert_msg (strcmp (status, "invalid") == 0 || strcmp (status, "incorrect") == 0
+                   || strcmp (status, "runtime_error") == 0
                    || (strcmp (status, "ok") == 0 && s_speedup (r) < 1.0),
                    "side stream: %s, speedup %g", status, s_speedup (r));
     json_decref (r);
@@ -138,6 +141,76 @@ START_TEST (test_patched_events_change_nothing)
     testutil_expect_status (r, "ok", NULL);
     ck_assert_msg (s_speedup (r) < 1.0, "patched events: speedup %g", s_speedup (r));
     json_decref (r);
+}
+END_TEST
+
+//  The same slow kernel graded as written and with torch's profiler turned
+//  off from inside on two calls of three: timed calls never run the
+//  profiler (its own cost would be in the wall clock's window, and a
+//  candidate could skip it), so this changes nothing but its kernel table.
+START_TEST (test_profiler_off_not_faster)
+{
+    json_t *honest = s_grade ("slow_relu");
+    testutil_expect_status (honest, "ok", NULL);
+    json_t *hidden = s_grade_with ("slow_relu",
+        "\nimport torch.profiler as _kp\n"
+        "_kp_real, _kp_n = _kp.profile, [0]\n"
+        "class _NoProfile:\n"
+        "    def __init__(self, *a, **k): pass\n"
+        "    def __enter__(self): return self\n"
+        "    def __exit__(self, *a): return False\n"
+        "    def events(self): return []\n"
+        "def _kp_some(*a, **k):\n"
+        "    _kp_n[0] += 1\n"
+        "    return _kp_real(*a, **k) if _kp_n[0] % 3 == 0 else _NoProfile()\n"
+        "_kp.profile = _kp_some\n");
+    testutil_expect_status (hidden, "ok", NULL);
+    printf ("profiler off: %.4f against %.4f as written (overhead %.0f +- %.0f us)\n",
+            s_speedup (hidden), s_speedup (honest),
+            json_number_value (s_profile (hidden, "call_overhead_us")),
+            json_number_value (s_profile (hidden, "call_overhead_dev_us")));
+    ck_assert_msg (s_speedup (hidden) <= s_speedup (honest) * 1.1,
+                   "profiler off: %g against %g", s_speedup (hidden), s_speedup (honest));
+    json_decref (honest);
+    json_decref (hidden);
+}
+END_TEST
+
+//  A short kernel (~0.1 ms) whose timed calls report 1 us: torch.cuda.Event
+//  patched from inside, and kgym's own harness (its profiler's records)
+//  too. Per call the lie may hide in the wall clock's noise; over all the
+//  timed runs it cannot. No faster than as written (give or take noise).
+START_TEST (test_forged_records_not_faster)
+{
+    const char *passes = "\nPASSES = 100\n";
+    json_t *honest = s_grade_with ("slow_relu", passes);
+    testutil_expect_status (honest, "ok", NULL);
+    char *tail = zsys_sprintf ("%s%s", passes,
+        "import sys as _ks\n"
+        "_kr = _ks.modules['__main__'].Runner\n"
+        "_kr_stop = _kr.profile_stop\n"
+        "def _kr_forged(self, prof):\n"
+        "    rec = _kr_stop(self, prof)\n"
+        "    rec['span_us'] = 1.0\n"
+        "    for k in rec.get('kernels', []): k['us'] = 1.0\n"
+        "    return rec\n"
+        "_kr.profile_stop = _kr_forged\n"
+        "_ke = torch.cuda.Event\n"
+        "class _KEvent(_ke):\n"
+        "    def elapsed_time(self, other): return 0.001\n"
+        "torch.cuda.Event = _KEvent\n");
+    json_t *forged = s_grade_with ("slow_relu", tail);
+    zstr_free (&tail);
+    testutil_expect_status (forged, "ok", NULL);
+    printf ("forged times: %.4f against %.4f as written (fallbacks %lld, wall factor %.3g: %s)\n",
+            s_speedup (forged), s_speedup (honest),
+            (long long) json_integer_value (s_profile (forged, "timing_fallbacks")),
+            json_number_value (s_profile (forged, "wall_factor")),
+            json_string_value (s_profile (forged, "timing_fallback_why")));
+    ck_assert_msg (s_speedup (forged) <= s_speedup (honest) * 1.3,
+                   "forged times: %g against %g", s_speedup (forged), s_speedup (honest));
+    json_decref (honest);
+    json_decref (forged);
 }
 END_TEST
 
@@ -270,6 +343,8 @@ main (void)
     tcase_add_test (tc, test_wrapper_is_invalid);
     tcase_add_test (tc, test_side_stream_never_faster);
     tcase_add_test (tc, test_patched_events_change_nothing);
+    tcase_add_test (tc, test_profiler_off_not_faster);
+    tcase_add_test (tc, test_forged_records_not_faster);
     suite_add_tcase (suite, tc);
     //  Cases of their own, to run alone (CK_RUN_CASE=inline, =dataset).
     TCase *inline_tc = tcase_create ("inline");

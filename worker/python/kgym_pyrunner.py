@@ -24,8 +24,10 @@ Requests (op) and replies:
   size     {constants, seed, compile?}  build the model for one size (and torch.compile of it
                                     for a "compile" baseline)      -> {ok} | {error, ...}
   inputs   {seed}                   make the inputs of one run     -> {ok, inputs: [meta]}
-  call     {slots?, profile?, baseline?}  run forward (the compiled baseline's), copy its outputs to
-                                    the slots given (or from offset 0)
+  call     {slots?, profile?, events?, baseline?}  run forward (the compiled baseline's), copy its
+                                    outputs to the slots given (or from offset 0); profile: the
+                                    kernels it ran (gpu: {span_us, kernels}); events: its GPU time
+                                    on the current stream (gpu: {event_us})
                                     -> {outputs: [meta], gpu?: {...}} | {error, kind, traceback}
   inputs_unchanged {}               -> {changed: [index]}
   flush    {}                       write over the GPU's L2 (the reference process only)
@@ -319,16 +321,27 @@ class Runner:
         import torch
         slots = req.get("slots")
         profile = req.get("profile") and self.device == "cuda"
+        #  A timed call's GPU time: events on the current stream around forward
+        #  (the profiler stays out of timed calls: its own cost is milliseconds).
+        events = req.get("events") and self.device == "cuda" and not profile
         prof = None
+        gpu = None
         try:
             if profile:
                 prof = self.profile_start()
             model = self.baseline if req.get("baseline") and getattr(self, "baseline", None) else self.model
+            if events:
+                began, ended = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                began.record()
             with torch.no_grad():
                 result = model(*self.inputs)
+            if events:
+                ended.record()
             outputs = list(result) if isinstance(result, (tuple, list)) else [result]
             if self.device == "cuda":
                 torch.cuda.synchronize()
+            if events:
+                gpu = {"event_us": began.elapsed_time(ended) * 1000.0}
             if prof is not None:
                 gpu = self.profile_stop(prof)
                 prof = None
@@ -340,7 +353,7 @@ class Runner:
                     slots.append({"offset": offset, "nbytes": m.get("nbytes", 0)})
                     offset += (m.get("nbytes", 0) + 63) // 64 * 64
             if len(slots) != len(outputs):
-                return {"outputs": metas, "gpu": None if not profile else gpu}
+                return {"outputs": metas, "gpu": gpu}
             shm = self.mapped(max((s["offset"] + s["nbytes"] for s in slots), default=0))
             for value, m, slot in zip(outputs, metas, slots):
                 if m["kind"] != "tensor" or m["nbytes"] != slot["nbytes"] or not m["nbytes"]:
@@ -353,7 +366,7 @@ class Runner:
             if self.device == "cuda" and slots:
                 torch.cuda.synchronize()    # every copy landed (into pinned memory, too) before the reply
             reply = {"outputs": metas}
-            if profile:
+            if gpu is not None:
                 reply["gpu"] = gpu
             return reply
         except BaseException as exc:   # noqa: B036

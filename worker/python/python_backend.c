@@ -25,14 +25,20 @@
          stopped and every byte compared here (worker_grade). Shape, dtype,
          device and plain-tensor-ness are compared with R's.
       4. Timed runs: the same, each on inputs of its own, with R flushing
-         the GPU's L2 first. A call's time is C's GPU time from its kernel
-         records (the profiler, in C: all streams) when it agrees with this
-         side's own wall clock around the call (minus the calibrated cost of
-         the reply and the copy, measured in R); when it does not, the wall
-         clock's figure is used. Either way nothing C does can make its
-         time smaller than what this side saw.
-      5. The wrapper check: from the same kernel records, the share of C's
-         GPU time in library kernels (ATen, cuBLAS, cuDNN, inductor's).
+         the GPU's L2 first. A call's time is the GPU time C reports (CUDA
+         events around forward; no profiler runs in a timed call, its own
+         cost would be in the window and C could skip it) when this side's
+         wall clock around the call agrees: the wall time beyond it within
+         the spread of R's own (the reply, the output's copy). Otherwise
+         the wall time less R's overhead. And over all the timed runs the
+         wall clock's median must agree within the noise of a median: a
+         lie small enough to pass call by call (inside the spread) does not
+         pass n times (s_wall_floor). C's reports are never trusted beyond
+         what this side's clock can check.
+      5. The wrapper check: from kernel records (the profiler) of a few
+         untimed calls of C's at the timing size, checked like the rest,
+         the share of C's GPU time in library kernels (ATen, cuBLAS, cuDNN,
+         inductor's). R's operator table likewise, from calls of its own.
     See docs/sandbox.md ("Python runners") for the argument in full.
 */
 #include "common_util.h"
@@ -66,6 +72,8 @@
 #define SAMPLES         4096        //  output positions read the moment a reply arrives
 #define MAX_OUTPUTS     16          //  tensors a forward may return
 #define WALL_FACTOR     3.0         //  candidate wall time allowed per second of its budget
+#define PROFILED_CALLS  3           //  untimed profiled calls that give a side's kernel table
+#define OVER_MAX        256         //  samples of the reference's overhead kept
 #define POISON_TILE     (1u << 20)  //  bytes of poison, repeated over an output area
 #define BUILD_MAX_BYTES (1ull << 30)//  one build's artifacts kept at most
 #define BUILD_MAX_FILES 4096        //  and as many files
@@ -156,7 +164,13 @@ typedef struct {
     uint8_t *expected;              //  the reference's outputs, in R's mapping (see s_reference_call)
     size_t expected_size;           //  their bytes, 0 before the first
     worker_grade_tolerance_t tol;
-    double over_s;                  //  a profiled call's wall time beyond its GPU span (R's median)
+    double over_s;                  //  a timed call's wall time beyond its GPU time (R's median)
+    double over_dev_s;              //  its spread (1.4826 MAD: a standard deviation, robustly)
+    double over [OVER_MAX];         //  R's samples of it: the baseline's, then the timed runs'
+    uint32_t nover;
+    double last_wall_s;             //  the last timed call's wall time (the candidate's)
+    double wall_factor;             //  what s_wall_floor scaled the timed runs by (0: nothing)
+    double inputs_excess_us;        //  the median of C's inputs requests' time beyond R's
     uint32_t base_n;                //  the baseline's timed runs made beforehand (GPU)
     double used_s;                  //  the candidate's time so far (its budget)
     double wall_s;                  //  its wall time so far
@@ -333,7 +347,68 @@ s_inputs_excess (s_exec_t *ex, double ref_s, double cand_s)
     return excess;
 }
 
+//  The median of n samples (sorted in place).
+static double
+s_median (double *v, size_t n)
+{
+    worker_timing_t t;
+    worker_grade_timing (&t, v, n);
+    return t.median_us;
+}
+
+//  One more sample of R's overhead per call; its median and spread anew.
+static void
+s_over_add (s_exec_t *ex, double over_s)
+{
+    if (ex->nover < OVER_MAX)
+        ex->over [ex->nover++] = fmax (over_s, 0);
+    double v [OVER_MAX];
+    memcpy (v, ex->over, ex->nover * sizeof (double));
+    ex->over_s = s_median (v, ex->nover);
+    for (uint32_t i = 0; i < ex->nover; i++)
+        v [i] = fabs (ex->over [i] - ex->over_s);
+    ex->over_dev_s = 1.4826 * s_median (v, ex->nover);
+}
+
+//  Over all the timed runs, the same: work of the candidate's in its
+//  inputs requests, under the slack each time, shows in the median of the
+//  differences once it is above that median's noise (and 50 us). Each run
+//  then counts at least that median (less what was added to it already).
+static void
+s_inputs_floor (s_exec_t *ex, double *cand_us, double *wall_us, const double *in_us,
+                const double *added_us, uint32_t n)
+{
+    if (n < 3)
+        return;
+    double *d = malloc (n * sizeof (double));
+    if (!d)
+        return;
+    memcpy (d, in_us, n * sizeof (double));
+    double median = s_median (d, n);
+    for (uint32_t i = 0; i < n; i++)
+        d [i] = fabs (in_us [i] - median);
+    double dev = 1.4826 * s_median (d, n);
+    free (d);
+    ex->inputs_excess_us = median;
+    if (median <= 50 + 3 * 1.25 * dev / sqrt ((double) n))
+        return;
+    for (uint32_t i = 0; i < n; i++)
+        if (median > added_us [i]) {
+            cand_us [i] += median - added_us [i];
+            wall_us [i] += median - added_us [i];
+        }
+    if (!ex->fallbacks++)
+        snprintf (ex->fallback_why, sizeof ex->fallback_why, "over its timed runs its inputs took %.4g us "
+                  "longer to make than the reference's (the median): counted as its time", median);
+}
+
 //  --- the reference's outputs ---
+
+//  What a call is for, on a GPU: checked only; timed (CUDA events around
+//  forward, no profiler: the profiler's own cost would be in the wall
+//  clock's window, and a candidate can skip it); profiled (the kernels it
+//  ran, for the kernel tables and the wrapper check; not timed).
+typedef enum { S_CHECKED, S_TIMED, S_PROFILED } s_how_t;
 
 //  Run the reference (the compiled baseline, with baseline) on its current
 //  inputs; its outputs become the slots (and, with keep, the expected
@@ -345,10 +420,11 @@ s_inputs_excess (s_exec_t *ex, double ref_s, double cand_s)
 //  candidate's) writes its outputs beyond them: every call still copies
 //  its outputs out, as the candidate's do, so both are timed alike.
 static int
-s_reference_call (s_exec_t *ex, bool keep, bool baseline, json_t **gpu, double *wall_s)
+s_reference_call (s_exec_t *ex, bool keep, bool baseline, s_how_t how, json_t **gpu, double *wall_s)
 {
     json_t *reply = NULL;
-    json_t *req = json_pack ("{s:s, s:b, s:b}", "op", "call", "profile", gpu != NULL, "baseline", baseline);
+    json_t *req = json_pack ("{s:s, s:b, s:b, s:b}", "op", "call", "profile", how == S_PROFILED,
+                             "events", how == S_TIMED, "baseline", baseline);
     if (!keep && ex->expected_size) {
         uint64_t beyond = (ex->expected_size + 4095) & ~(uint64_t) 4095;
         json_t *slots = json_array ();
@@ -479,31 +555,62 @@ s_still_poisoned (const uint8_t *area, size_t offset, size_t size, size_t esize,
 
 //  The time of one call, from both clocks (see the file's header). On the
 //  CPU it is the wall time of the call, measured here (the baseline's the
-//  same way, through the same harness). On a GPU it is the call's GPU span
-//  from its kernel records, when this side's wall clock agrees: the wall
-//  time beyond the span must not exceed what it is for the reference's own
-//  calls (the reply, the copy, the profiler) by more than a slack; when it
-//  does, the wall time less that allowance is used, never less than the span.
+//  same way, through the same harness). On a GPU it is the GPU time the
+//  call's runner reports (CUDA events around forward), when this side's
+//  wall clock agrees: the wall time beyond it must not exceed what it is for
+//  the reference's own calls (the reply, the output's copy) by more than
+//  their spread allows. Otherwise the wall time less the reference's
+//  overhead.
 static double
 s_call_time (s_exec_t *ex, double wall_s, json_t *gpu)
 {
     if (!ex->gpu)
         return wall_s;
-    double span = json_number_value (json_object_get (gpu, "span_us")) / 1e6;
-    double outside = wall_s - span;
-    double slack = 3e-4 + 0.5 * ex->over_s + 0.1 * span;
+    double t = json_number_value (json_object_get (gpu, "event_us")) / 1e6;
+    double by_wall = wall_s - ex->over_s;
+    double slack = 1e-4 + 4 * ex->over_dev_s + 0.05 * t;
     const char *why = NULL;
-    if (!(span > 0))
-        why = "its call left no GPU activity in its records";
+    if (!(t > 0))
+        why = "its call reported no GPU time";
     else
-    if (outside > ex->over_s + slack)
-        why = "its wall time was longer than its records account for";
+    if (wall_s - t > ex->over_s + slack)
+        why = "its wall time was longer than its reported GPU time accounts for";
     if (!why)
-        return span;
+        return t;
     if (!ex->fallbacks++)
         snprintf (ex->fallback_why, sizeof ex->fallback_why, "%s", why);
-    double t = wall_s - ex->over_s;
-    return t > span? t: (span > 0? span: wall_s);
+    return by_wall > t? by_wall: (t > 0? t: wall_s);
+}
+
+//  Over all the timed runs, the wall clock must agree too: each run's wall
+//  time less the reference's overhead is an unbiased reading of its time,
+//  as noisy as that overhead. A slack per call (s_call_time) lets a call
+//  whose reported time is too low through when the difference is inside
+//  the noise; over n runs the noise of the median shrinks by sqrt(n), so
+//  when the wall clock's median is above the reported median by more than
+//  that, every run's time is scaled up to it. 0, or the factor applied.
+static double
+s_wall_floor (s_exec_t *ex, double *cand_us, const double *wall_us, uint32_t n)
+{
+    if (!ex->gpu || n == 0)
+        return 0;
+    double *a = malloc (2 * n * sizeof (double));
+    if (!a)
+        return 0;
+    memcpy (a, cand_us, n * sizeof (double));
+    memcpy (a + n, wall_us, n * sizeof (double));
+    double reported = s_median (a, n), by_wall = s_median (a + n, n);
+    free (a);
+    double noise_us = 1e6 * (3 * 1.25 * ex->over_dev_s / sqrt ((double) n)) + 2;
+    if (!(reported > 0) || by_wall <= reported + noise_us)
+        return 0;
+    double factor = by_wall / reported;
+    for (uint32_t i = 0; i < n; i++)
+        cand_us [i] *= factor;
+    if (!ex->fallbacks++)
+        snprintf (ex->fallback_why, sizeof ex->fallback_why, "over its timed runs the wall clock read "
+                  "%.4g us a call, its reported GPU time %.4g us: the wall clock's is used", by_wall, reported);
+    return factor;
 }
 
 //  Add a call's kernel records to totals (name -> {us, launches}).
@@ -536,7 +643,7 @@ s_add_kernels (json_t *totals, json_t *gpu)
 //  One candidate call on the inputs it holds, checked against ex->expected.
 //  *time_s gets its time when timed. 0 right; -1 with the verdict set.
 static int
-s_candidate_call (s_exec_t *ex, uint64_t seed, bool timed, const char *when, uint32_t size_index,
+s_candidate_call (s_exec_t *ex, uint64_t seed, s_how_t how, const char *when, uint32_t size_index,
                   uint32_t trial, double *time_s)
 {
     //  Where its outputs go, poisoned, and what the poison was.
@@ -567,8 +674,15 @@ s_candidate_call (s_exec_t *ex, uint64_t seed, bool timed, const char *when, uin
     }
     json_t *reply = NULL;
     double wall = 0;
-    json_t *req = json_pack ("{s:s, s:o, s:b}", "op", "call", "slots", slots, "profile", timed && ex->gpu);
-    int rc = s_ask (ex, ex->cand, req, left, &reply, &wall);
+    //  No call waits past what is left of the budget (and a margin for what
+    //  a call's wall time holds beyond its counted time): a hang ends then.
+    double wait = budget - ex->used_s + 5.0 + 2 * ex->over_s;
+    if (wait > left)
+        wait = left;
+    bool timed = how == S_TIMED;
+    json_t *req = json_pack ("{s:s, s:o, s:b, s:b}", "op", "call", "slots", slots, "profile",
+                             how == S_PROFILED && ex->gpu, "events", timed && ex->gpu);
+    int rc = s_ask (ex, ex->cand, req, wait, &reply, &wall);
     ex->wall_s += wall;
     if (rc) {
         free (poison);
@@ -636,14 +750,15 @@ s_candidate_call (s_exec_t *ex, uint64_t seed, bool timed, const char *when, uin
     free (poison);
     json_t *gpu = json_object_get (reply, "gpu");
     if (timed) {
+        ex->last_wall_s = wall;
         double t = s_call_time (ex, wall, gpu);
         ex->used_s += t;
         *time_s = t;
-        if (ex->gpu && json_is_object (gpu))
-            s_add_kernels (ex->cand_kernels, gpu);
     }
     else
         ex->used_s += wall;
+    if (how == S_PROFILED && ex->gpu && json_is_object (gpu))
+        s_add_kernels (ex->cand_kernels, gpu);
     json_decref (reply);
     //  Every byte, with the candidate stopped: nothing of it runs while its
     //  outputs are read.
@@ -1036,36 +1151,53 @@ s_baseline (s_exec_t *ex, double *base_us)
     worker_grade_stop_t rule;
     worker_grade_stop_init (&rule, eval->timed, ex->job->reward.clip);
     ex->base_n = 0;
-    double over [64];
-    uint32_t nover = 0;
+    ex->nover = 0;
+    uint8_t *tile = ex->gpu? malloc (POISON_TILE): NULL;
+    if (ex->gpu && !tile) {
+        worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "out of memory");
+        return -1;
+    }
     for (uint32_t i = 0; i < eval->warmup + eval->timed; i++) {
         json_t *gpu = NULL;
         double wall = 0;
+        //  Where the outputs go is poisoned first, as for each of the
+        //  candidate's calls: the overhead measured here is that of the
+        //  same copy into memory this side has just written.
+        uint64_t total = 0;
+        for (size_t k = 0; k < ex->nslots; k++)
+            total = ex->slots [k].offset + ex->slots [k].nbytes > total
+                  ? ex->slots [k].offset + ex->slots [k].nbytes: total;
+        uint8_t *shm = tile && total? python_proc_shm (ex->ref, total): NULL;
+        if (shm)
+            s_poison (shm, total, tile, s_seed (ex->seed, "base-poison", i, 0), ex->tol.threads);
         if (s_inputs (ex, ex->ref, s_seed (ex->seed, "base", i, 0))
         ||  (ex->gpu && s_simple (ex, ex->ref, json_pack ("{s:s}", "op", "flush"), TRUSTED_S))
-        ||  s_reference_call (ex, false, true, ex->gpu? &gpu: NULL, &wall)) {
+        ||  s_reference_call (ex, false, true, S_TIMED, ex->gpu? &gpu: NULL, &wall)) {
+            json_decref (gpu);
+            free (tile);
+            return -1;
+        }
+        double gpu_s = json_number_value (json_object_get (gpu, "event_us")) / 1e6;
+        json_decref (gpu);
+        if (ex->gpu && gpu_s > 0)
+            s_over_add (ex, wall - gpu_s);
+        double t = ex->gpu && gpu_s > 0? gpu_s: wall;
+        if (i >= eval->warmup) {
+            base_us [ex->base_n++] = t * 1e6;
+            if (worker_grade_stop_baseline (&rule, base_us, ex->base_n))
+                break;
+        }
+    }
+    free (tile);
+    //  The reference's kernels, from calls of their own (untimed).
+    for (int i = 0; ex->gpu && i < PROFILED_CALLS; i++) {
+        json_t *gpu = NULL;
+        if (s_reference_call (ex, false, true, S_PROFILED, &gpu, NULL)) {
             json_decref (gpu);
             return -1;
         }
-        double span = json_number_value (json_object_get (gpu, "span_us")) / 1e6;
-        if (ex->gpu && span > 0 && nover < 64)
-            over [nover++] = fmax (wall - span, 0);
-        double t = ex->gpu && span > 0? span: wall;
-        bool enough = false;
-        if (i >= eval->warmup) {
-            base_us [ex->base_n++] = t * 1e6;
-            if (ex->gpu)
-                s_add_kernels (ex->ref_kernels, gpu);
-            enough = worker_grade_stop_baseline (&rule, base_us, ex->base_n);
-        }
+        s_add_kernels (ex->ref_kernels, gpu);
         json_decref (gpu);
-        if (enough)
-            break;
-    }
-    if (nover) {
-        worker_timing_t t;
-        worker_grade_timing (&t, over, nover);
-        ex->over_s = t.median_us;
     }
     return 0;
 }
@@ -1080,12 +1212,39 @@ s_correctness (s_exec_t *ex)
             uint64_t seed = s_seed (ex->seed, "check", s, t);
             char when [64];
             snprintf (when, sizeof when, "trial %u", t);
-            if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, false, NULL, NULL)
+            if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, false, S_CHECKED, NULL, NULL)
             ||  s_inputs (ex, ex->cand, seed)
-            ||  s_candidate_call (ex, seed, false, when, (uint32_t) s, t, NULL))
+            ||  s_candidate_call (ex, seed, S_CHECKED, when, (uint32_t) s, t, NULL))
                 return -1;
         }
     }
+    return 0;
+}
+
+//  R's call of a timed run, which gives the expected outputs. On a GPU it
+//  is also timed, into memory poisoned as the candidate's is just before
+//  its call: one more sample of R's overhead per call, made in the same
+//  phase, the same way, as the candidate's calls it is held against.
+static int
+s_reference_timed (s_exec_t *ex, uint64_t seed)
+{
+    if (!ex->gpu || !ex->expected_size)
+        return s_reference_call (ex, true, false, S_CHECKED, NULL, NULL);
+    uint8_t *tile = malloc (POISON_TILE);
+    uint8_t *shm = tile? python_proc_shm (ex->ref, ex->expected_size): NULL;
+    if (shm)
+        s_poison (shm, ex->expected_size, tile, seed ^ 0xBEEFull, ex->tol.threads);
+    free (tile);
+    json_t *gpu = NULL;
+    double wall = 0;
+    if (s_reference_call (ex, true, false, S_TIMED, &gpu, &wall)) {
+        json_decref (gpu);
+        return -1;
+    }
+    double gpu_s = json_number_value (json_object_get (gpu, "event_us")) / 1e6;
+    json_decref (gpu);
+    if (gpu_s > 0)
+        s_over_add (ex, wall - gpu_s);
     return 0;
 }
 
@@ -1107,14 +1266,27 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
     worker_grade_stop_init (&rule, eval->timed, ex->job->reward.clip);
     worker_grade_stop_why_t why = GRADE_STOP_NONE;
     uint32_t n = 0;
+    double *wall_us = calloc (eval->timed + 1, sizeof (double));
+    double *in_us = calloc (2 * (eval->timed + 1), sizeof (double));
+    double *added_us = in_us? in_us + eval->timed + 1: NULL;
+    if (!wall_us || !in_us) {
+        free (wall_us);
+        free (in_us);
+        worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "out of memory");
+        return -1;
+    }
     for (uint32_t i = 0; why == GRADE_STOP_NONE && i < eval->warmup + eval->timed; i++) {
         uint64_t seed = s_seed (ex->seed, "time", i, 0);
         char when [64];
         snprintf (when, sizeof when, "timed run %u", i);
         double t = 0, b = 0, ref_in = 0, cand_in = 0;
-        if (s_inputs_timed (ex, ex->ref, seed, &ref_in) || s_reference_call (ex, true, false, NULL, NULL)
-        ||  s_inputs_timed (ex, ex->cand, seed, &cand_in))
+        if (s_inputs_timed (ex, ex->ref, seed, &ref_in)
+        ||  s_reference_timed (ex, seed)
+        ||  s_inputs_timed (ex, ex->cand, seed, &cand_in)) {
+            free (wall_us);
+            free (in_us);
             return -1;
+        }
         bool base_first = i % 2 == 0;
         for (int turn = 0; turn < 2; turn++) {
             if ((turn == 0) == base_first) {
@@ -1123,22 +1295,33 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
                 if (python_proc_stop (ex->cand)) {
                     worker_outcome_fail (ex->out, STATUS_RUNTIME_ERROR, "the candidate's runner "
                                          "exited or could not be stopped (%s)", when);
+                    free (wall_us);
+                    free (in_us);
                     return -1;
                 }
-                int rc = s_reference_call (ex, false, true, NULL, &b);
+                int rc = s_reference_call (ex, false, true, S_CHECKED, NULL, &b);
                 python_proc_continue (ex->cand);
-                if (rc)
+                if (rc) {
+                    free (wall_us);
+                    free (in_us);
                     return -1;
+                }
             }
             else
             if ((ex->gpu && s_simple (ex, ex->ref, json_pack ("{s:s}", "op", "flush"), TRUSTED_S))
-            ||  s_candidate_call (ex, seed, true, when, (uint32_t) ts, TASK_MAX_TRIALS + i, &t))
+            ||  s_candidate_call (ex, seed, S_TIMED, when, (uint32_t) ts, TASK_MAX_TRIALS + i, &t)) {
+                free (wall_us);
+                free (in_us);
                 return -1;
+            }
         }
         double excess = s_inputs_excess (ex, ref_in, cand_in);
         ex->used_s += excess;
         t += excess;
         if (i >= eval->warmup) {
+            in_us [n] = (cand_in - ref_in) * 1e6;
+            added_us [n] = excess * 1e6;
+            wall_us [n] = (ex->last_wall_s + excess) * 1e6;   //  less R's overhead below
             cand_us [n] = t * 1e6;
             if (!ex->gpu)
                 base_us [n] = b * 1e6;
@@ -1148,6 +1331,25 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
     }
     ex->out->timing_stopped = worker_grade_stop_name (why);
     *runs = n;
+    //  The wall clock's readings, less R's overhead as known at the end.
+    for (uint32_t i = 0; i < n; i++)
+        wall_us [i] -= ex->over_s * 1e6;
+    s_inputs_floor (ex, cand_us, wall_us, in_us, added_us, n);
+    ex->wall_factor = s_wall_floor (ex, cand_us, wall_us, n);
+    free (wall_us);
+    free (in_us);
+    //  The candidate's kernels, from calls of their own at the timing size
+    //  (untimed, checked like any other).
+    for (uint32_t i = 0; ex->gpu && i < PROFILED_CALLS; i++) {
+        uint64_t seed = s_seed (ex->seed, "profile", i, 0);
+        char when [64];
+        snprintf (when, sizeof when, "profiled run %u", i);
+        if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, false, S_CHECKED, NULL, NULL)
+        ||  s_inputs (ex, ex->cand, seed)
+        ||  s_candidate_call (ex, seed, S_PROFILED, when, (uint32_t) ts, TASK_MAX_TRIALS + eval->warmup
+                              + eval->timed + i, NULL))
+            return -1;
+    }
     return 0;
 }
 
@@ -1514,15 +1716,21 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
     }
     json_t *profile = json_pack ("{s:b, s:s, s:s, s:s}", "available", ex.gpu, "backend", "python",
                                  "device", ex.target, "measured", ex.gpu
-                                 ? "each timed call's GPU span from its kernel records (all streams), "
-                                   "checked against the supervisor's wall clock"
+                                 ? "each timed call's GPU time (CUDA events around forward), checked "
+                                   "against the supervisor's wall clock call by call and over all "
+                                   "the timed runs; kernels from untimed profiled calls"
                                  : "the supervisor's wall clock around each call (the baseline's "
                                    "the same way)");
     json_object_set_new (profile, "timing_fallbacks", json_integer (ex.fallbacks));
     if (ex.fallbacks)
         json_object_set_new (profile, "timing_fallback_why", json_string (ex.fallback_why));
-    if (ex.gpu)
+    if (ex.gpu) {
         json_object_set_new (profile, "call_overhead_us", json_real (ex.over_s * 1e6));
+        json_object_set_new (profile, "call_overhead_dev_us", json_real (ex.over_dev_s * 1e6));
+        json_object_set_new (profile, "wall_factor", json_real (ex.wall_factor));
+    }
+    if (timing)
+        json_object_set_new (profile, "inputs_excess_us", json_real (ex.inputs_excess_us));
     if (ex.gpu && timing)
         s_kernels (&ex, profile);
     if (!out->extra)
