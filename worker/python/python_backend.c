@@ -410,6 +410,17 @@ s_inputs_floor (s_exec_t *ex, double *cand_us, double *wall_us, const double *in
 //  ran, for the kernel tables and the wrapper check; not timed).
 typedef enum { S_CHECKED, S_TIMED, S_PROFILED } s_how_t;
 
+//  Where the current outputs end in a runner's shared memory.
+static uint64_t
+s_slots_end (const s_exec_t *ex)
+{
+    uint64_t end = 0;
+    for (size_t i = 0; i < ex->nslots; i++)
+        if (ex->slots [i].offset + ex->slots [i].nbytes > end)
+            end = ex->slots [i].offset + ex->slots [i].nbytes;
+    return end;
+}
+
 //  Run the reference (the compiled baseline, with baseline) on its current
 //  inputs; its outputs become the slots (and, with keep, the expected
 //  bytes). 0 or -1.
@@ -647,10 +658,7 @@ s_candidate_call (s_exec_t *ex, uint64_t seed, s_how_t how, const char *when, ui
                   uint32_t trial, double *time_s)
 {
     //  Where its outputs go, poisoned, and what the poison was.
-    uint64_t total = 0;
-    for (size_t i = 0; i < ex->nslots; i++)
-        total = ex->slots [i].offset + ex->slots [i].nbytes > total
-              ? ex->slots [i].offset + ex->slots [i].nbytes: total;
+    uint64_t total = s_slots_end (ex);
     uint8_t *shm = python_proc_shm (ex->cand, total? total: 1);
     uint8_t *poison = malloc (POISON_TILE);
     if (!shm || !poison) {
@@ -1137,6 +1145,34 @@ s_build_keep (python_backend_t *self, const char *dir, const char *key)
 
 //  --- phases ---
 
+//  A timed call of R's on the GPU, made as the candidate's are: into
+//  memory this side has just poisoned (the copy into memory just written
+//  is what the candidate's calls meet). Its wall time beyond its GPU time
+//  is one more sample of R's overhead per call; *t_s gets its GPU time
+//  (its wall time when it reported none).
+static int
+s_reference_sampled (s_exec_t *ex, bool keep, bool baseline, uint64_t poison_seed, double *t_s)
+{
+    uint64_t total = s_slots_end (ex);
+    uint8_t *tile = total? malloc (POISON_TILE): NULL;
+    uint8_t *shm = tile? python_proc_shm (ex->ref, total): NULL;
+    if (shm)
+        s_poison (shm, total, tile, poison_seed, ex->tol.threads);
+    free (tile);
+    json_t *gpu = NULL;
+    double wall = 0;
+    if (s_reference_call (ex, keep, baseline, S_TIMED, &gpu, &wall)) {
+        json_decref (gpu);
+        return -1;
+    }
+    double gpu_s = json_number_value (json_object_get (gpu, "event_us")) / 1e6;
+    json_decref (gpu);
+    if (gpu_s > 0)
+        s_over_add (ex, wall - gpu_s);
+    *t_s = gpu_s > 0? gpu_s: wall;
+    return 0;
+}
+
 //  The baseline (the eager reference) timed in R, before the candidate's
 //  module exists. Samples into base_us (ex->base_n of them: eval.timed at
 //  most, fewer once its median is known well enough for the speedup's
@@ -1152,43 +1188,18 @@ s_baseline (s_exec_t *ex, double *base_us)
     worker_grade_stop_init (&rule, eval->timed, ex->job->reward.clip);
     ex->base_n = 0;
     ex->nover = 0;
-    uint8_t *tile = ex->gpu? malloc (POISON_TILE): NULL;
-    if (ex->gpu && !tile) {
-        worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "out of memory");
-        return -1;
-    }
     for (uint32_t i = 0; i < eval->warmup + eval->timed; i++) {
-        json_t *gpu = NULL;
-        double wall = 0;
-        //  Where the outputs go is poisoned first, as for each of the
-        //  candidate's calls: the overhead measured here is that of the
-        //  same copy into memory this side has just written.
-        uint64_t total = 0;
-        for (size_t k = 0; k < ex->nslots; k++)
-            total = ex->slots [k].offset + ex->slots [k].nbytes > total
-                  ? ex->slots [k].offset + ex->slots [k].nbytes: total;
-        uint8_t *shm = tile && total? python_proc_shm (ex->ref, total): NULL;
-        if (shm)
-            s_poison (shm, total, tile, s_seed (ex->seed, "base-poison", i, 0), ex->tol.threads);
+        double t = 0;
         if (s_inputs (ex, ex->ref, s_seed (ex->seed, "base", i, 0))
-        ||  (ex->gpu && s_simple (ex, ex->ref, json_pack ("{s:s}", "op", "flush"), TRUSTED_S))
-        ||  s_reference_call (ex, false, true, S_TIMED, ex->gpu? &gpu: NULL, &wall)) {
-            json_decref (gpu);
-            free (tile);
+        ||  s_simple (ex, ex->ref, json_pack ("{s:s}", "op", "flush"), TRUSTED_S)
+        ||  s_reference_sampled (ex, false, true, s_seed (ex->seed, "base-poison", i, 0), &t))
             return -1;
-        }
-        double gpu_s = json_number_value (json_object_get (gpu, "event_us")) / 1e6;
-        json_decref (gpu);
-        if (ex->gpu && gpu_s > 0)
-            s_over_add (ex, wall - gpu_s);
-        double t = ex->gpu && gpu_s > 0? gpu_s: wall;
         if (i >= eval->warmup) {
             base_us [ex->base_n++] = t * 1e6;
             if (worker_grade_stop_baseline (&rule, base_us, ex->base_n))
                 break;
         }
     }
-    free (tile);
     //  The reference's kernels, from calls of their own (untimed).
     for (int i = 0; ex->gpu && i < PROFILED_CALLS; i++) {
         json_t *gpu = NULL;
@@ -1228,24 +1239,10 @@ s_correctness (s_exec_t *ex)
 static int
 s_reference_timed (s_exec_t *ex, uint64_t seed)
 {
+    double t;
     if (!ex->gpu || !ex->expected_size)
         return s_reference_call (ex, true, false, S_CHECKED, NULL, NULL);
-    uint8_t *tile = malloc (POISON_TILE);
-    uint8_t *shm = tile? python_proc_shm (ex->ref, ex->expected_size): NULL;
-    if (shm)
-        s_poison (shm, ex->expected_size, tile, seed ^ 0xBEEFull, ex->tol.threads);
-    free (tile);
-    json_t *gpu = NULL;
-    double wall = 0;
-    if (s_reference_call (ex, true, false, S_TIMED, &gpu, &wall)) {
-        json_decref (gpu);
-        return -1;
-    }
-    double gpu_s = json_number_value (json_object_get (gpu, "event_us")) / 1e6;
-    json_decref (gpu);
-    if (gpu_s > 0)
-        s_over_add (ex, wall - gpu_s);
-    return 0;
+    return s_reference_sampled (ex, true, false, seed ^ 0xBEEFull, &t);
 }
 
 //  The candidate's timed runs. On the CPU the baseline's are interleaved
