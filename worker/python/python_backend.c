@@ -175,7 +175,7 @@ typedef struct {
     double used_s;                  //  the candidate's time so far (its budget)
     double wall_s;                  //  its wall time so far
     uint32_t fallbacks;             //  timed calls whose records the wall clock did not confirm
-    char fallback_why [160];        //  the first one's reason
+    char fallback_why [256];        //  the first one's reason
     json_t *cand_kernels;           //  name -> {us, launches}
     json_t *ref_kernels;            //  likewise, the reference's
 } s_exec_t;
@@ -580,16 +580,17 @@ s_call_time (s_exec_t *ex, double wall_s, json_t *gpu)
     double t = json_number_value (json_object_get (gpu, "event_us")) / 1e6;
     double by_wall = wall_s - ex->over_s;
     double slack = 1e-4 + 4 * ex->over_dev_s + 0.05 * t;
-    const char *why = NULL;
-    if (!(t > 0))
-        why = "its call reported no GPU time";
-    else
-    if (wall_s - t > ex->over_s + slack)
-        why = "its wall time was longer than its reported GPU time accounts for";
-    if (!why)
+    bool agrees = t > 0 && wall_s - t <= ex->over_s + slack;
+    if (agrees)
         return t;
-    if (!ex->fallbacks++)
-        snprintf (ex->fallback_why, sizeof ex->fallback_why, "%s", why);
+    if (!ex->fallbacks++) {
+        if (!(t > 0))
+            snprintf (ex->fallback_why, sizeof ex->fallback_why, "its call reported no GPU time");
+        else        //  the figures say by how much, for whoever tunes the slack
+            snprintf (ex->fallback_why, sizeof ex->fallback_why, "its wall time %.4g ms was longer than "
+                      "its reported GPU time %.4g ms and the reference's overhead %.4g ms (+ %.3g ms) "
+                      "account for", wall_s * 1e3, t * 1e3, ex->over_s * 1e3, slack * 1e3);
+    }
     return by_wall > t? by_wall: (t > 0? t: wall_s);
 }
 
