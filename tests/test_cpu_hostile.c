@@ -165,6 +165,51 @@ START_TEST (test_replay_by_fingerprint)
 }
 END_TEST
 
+//  Class 1 (d): inputs known ahead. The job's seed is given (7, as a task's
+//  fixed seed would be) and kgym's generator is public: the candidate
+//  pastes it (common_philox.h) and predicts each call's inputs from the
+//  seed, for every size and trial number. Where it can predict, it could
+//  have computed the answer at load, untimed (here it simply computes
+//  fast); where it cannot, it computes 200 times over. Its correctness
+//  trials must be predicted (until one is, it writes garbage: the attack
+//  is real); the timed runs must not be, so it is timed slow.
+START_TEST (test_known_seed_no_precompute)
+{
+    char *path = testutil_source_path ("common/common_philox.h");
+    char *philox = testutil_read_file (path);
+    ck_assert_ptr_nonnull (philox);
+    char *source = NULL;
+    ck_assert_int_gt (asprintf (&source, "%s\n"
+        "#include <string.h>\n"
+        "static int predicted;\n"
+        "static int known (const float *x) {\n"
+        "    for (uint32_t s = 0; s < 2; s++)\n"
+        "        for (uint32_t trial = 0; trial < 300; trial++) {   /* the trials, and the numbers after */\n"
+        "            uint32_t w [4]; float v [4];\n"
+        "            kgym_random_words (7, kgym_stream (s, trial, 0), 0, w);\n"
+        "            kgym_init4f (0, -1.0f, 1.0f, w, v);\n"
+        "            if (memcmp (v, x, sizeof v) == 0) return 1;\n"
+        "        }\n"
+        "    return 0;\n"
+        "}\n"
+        "void scale (const float *x, float *y, float a, int n) {\n"
+        "    if (n >= 4 && known (x)) { predicted = 1; for (int i = 0; i < n; i++) y [i] = a * x [i]; return; }\n"
+        "    if (!predicted) { for (int i = 0; i < n; i++) y [i] = 12345.0f; return; }\n"
+        "    for (int r = 0; r < 200; r++)\n"
+        "        for (int i = 0; i < n; i++) ((volatile float *) y) [i] = a * x [i];\n"
+        "}\n", philox), 0);
+    json_t *r = s_grade (source, NULL, 20.0);
+    s_expect (r, "ok", NULL);
+    double speedup = json_real_value (json_object_get (r, "speedup"));
+    ck_assert_msg (speedup > 0 && speedup < 0.3, "a kernel that knew its timed inputs ahead was timed "
+                   "as if it had: speedup %g", speedup);
+    json_decref (r);
+    free (source);
+    free (philox);
+    free (path);
+}
+END_TEST
+
 //  Class 2: right on its first call, then it replies for its runner and
 //  exits: the later calls, where it would be wrong, never happen. That is
 //  the candidate's runtime_error, not an infrastructure fault.
@@ -313,6 +358,7 @@ s_suite (void)
     tcase_add_test (tc, test_thread_left_running);
     tcase_add_test (tc, test_own_reply_before_work);
     tcase_add_test (tc, test_replay_by_fingerprint);
+    tcase_add_test (tc, test_known_seed_no_precompute);
     tcase_add_test (tc, test_exit_after_reply);
     tcase_add_test (tc, test_vfork_child_blocks_the_stop);
     tcase_add_test (tc, test_workspace_over_the_cap);

@@ -46,6 +46,14 @@ START_TEST (test_plan_round_trip)
     cuda_plan_t *back = cuda_plan_from_json (json, err, sizeof err);
     ck_assert_msg (back != NULL, "from json: %s", err);
     ck_assert_uint_eq (back->seed, plan->seed);
+    ck_assert_uint_eq (back->time_seed, plan->time_seed);
+    //  The timed sets' seed is the job's own, never the eval's: another plan
+    //  of the same job and seed draws another.
+    cuda_plan_t *again = cuda_plan_from_job (job, 0xFEDCBA9876543210ull, 0, err, sizeof err);
+    ck_assert_ptr_nonnull (again);
+    ck_assert_uint_ne (again->time_seed, plan->time_seed);
+    ck_assert_uint_ne (plan->time_seed, plan->seed);
+    cuda_plan_destroy (&again);
     ck_assert_str_eq (back->keys [PLAN_CANDIDATE], "abc");
     ck_assert_uint_eq (back->nargs, plan->nargs);
     for (uint32_t s = 0; s < plan->nsizes; s++) {

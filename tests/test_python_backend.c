@@ -248,6 +248,68 @@ START_TEST (test_replay_by_fingerprint)
 }
 END_TEST
 
+//  A seed known beforehand (s_grade's jobs all give seed 11, as a task's
+//  fixed seed would) must not let a candidate make the timed runs' inputs
+//  at import and compute their outputs there, untimed: it derives the
+//  runs' seeds as the supervisor does (SipHash-2-4, keyed by the job's
+//  seed), makes the inputs with the task's own get_inputs, and answers
+//  from the table when a call's inputs are in it. Its correctness trials
+//  must be in the table (else it raises: the derivation is right, so the
+//  attack is real); the timed runs' must not be.
+START_TEST (test_known_seed_no_precompute)
+{
+    json_t *r = s_grade (HEAD
+        "import sys, time\n"
+        "M = (1 << 64) - 1\n"
+        "def rotl(x, b):\n"
+        "    return ((x << b) | (x >> (64 - b))) & M\n"
+        "def siphash24(key, msg):\n"
+        "    k0 = int.from_bytes(key[:8], 'little'); k1 = int.from_bytes(key[8:], 'little')\n"
+        "    v = [k0 ^ 0x736f6d6570736575, k1 ^ 0x646f72616e646f6d, k0 ^ 0x6c7967656e657261, k1 ^ 0x7465646279746573]\n"
+        "    def rnd():\n"
+        "        v[0] = (v[0] + v[1]) & M; v[1] = rotl(v[1], 13) ^ v[0]; v[0] = rotl(v[0], 32)\n"
+        "        v[2] = (v[2] + v[3]) & M; v[3] = rotl(v[3], 16) ^ v[2]\n"
+        "        v[0] = (v[0] + v[3]) & M; v[3] = rotl(v[3], 21) ^ v[0]\n"
+        "        v[2] = (v[2] + v[1]) & M; v[1] = rotl(v[1], 17) ^ v[2]; v[2] = rotl(v[2], 32)\n"
+        "    tail = len(msg) & 7\n"
+        "    for i in range(0, len(msg) - tail, 8):\n"
+        "        m = int.from_bytes(msg[i:i + 8], 'little')\n"
+        "        v[3] ^= m; rnd(); rnd(); v[0] ^= m\n"
+        "    b = (len(msg) & 0xff) << 56 | int.from_bytes(msg[len(msg) - tail:], 'little')\n"
+        "    v[3] ^= b; rnd(); rnd(); v[0] ^= b\n"
+        "    v[2] ^= 0xff\n"
+        "    for _ in range(4):\n"
+        "        rnd()\n"
+        "    return (v[0] ^ v[1] ^ v[2] ^ v[3]) & M\n"
+        "def run_seed(what, a, b):\n"
+        "    key = (11).to_bytes(8, 'little') + b'kgym-py!'\n"
+        "    return siphash24(key, f'{what}/{a}/{b}'.encode()) & ((1 << 63) - 1)\n"
+        "task = sys.modules['kgym_task']\n"
+        "table = {}\n"
+        "def ahead(seed):\n"
+        "    torch.manual_seed(seed)\n"
+        "    x = task.get_inputs()[0]\n"
+        "    table[tuple(x.flatten()[:8].tolist())] = torch.relu(x)\n"
+        "for t in range(2):\n"
+        "    ahead(run_seed('check', 0, t))\n"
+        "for i in range(6):\n"
+        "    ahead(run_seed('time', i, 0))\n"
+        "calls = [0]\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        calls[0] += 1\n"
+        "        y = table.get(tuple(x.flatten()[:8].tolist()))\n"
+        "        if y is not None:\n"
+        "            return y.clone()\n"
+        "        if calls[0] <= 2:\n"
+        "            raise RuntimeError('a correctness trial was not predicted')\n"
+        "        time.sleep(0.02)\n"
+        "        return torch.relu(x)\n");
+    s_expect_slow (r, "a candidate that computed the timed runs' outputs at import");
+    json_decref (r);
+}
+END_TEST
+
 //  Trust: a lazy tensor subclass, a view of its input, or an input changed
 //  in place are not a computed output.
 START_TEST (test_not_a_plain_output)
@@ -698,6 +760,7 @@ s_suite (void)
     tcase_add_test (tc, test_sizes_and_tail);
     tcase_add_test (tc, test_function_form);
     tcase_add_test (tc, test_replay_by_fingerprint);
+    tcase_add_test (tc, test_known_seed_no_precompute);
     tcase_add_test (tc, test_not_a_plain_output);
     tcase_add_test (tc, test_expected_out_of_reach);
     tcase_add_test (tc, test_output_after_the_reply);

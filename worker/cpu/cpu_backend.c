@@ -20,6 +20,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,7 +325,8 @@ typedef struct {
     cpu_backend_t *self;
     const common_job_t *job;
     const common_task_t *task;
-    uint64_t seed;
+    uint64_t seed;                          //  the job's: correctness trials
+    uint64_t time_seed;                     //  drawn here: timed runs and after (s_seed_of)
     worker_outcome_t *out;
     worker_grade_tolerance_t tol;           //  the task's
     s_prog_t prog[3];
@@ -437,6 +439,17 @@ s_setup_size (s_exec_t *ex, size_t size_index)
     return 0;
 }
 
+//  The seed of a trial's inputs. The correctness trials' come from the
+//  job's seed (the result's: reproducible); the timed runs' and later from
+//  one drawn for this execution alone, so that a seed known beforehand (a
+//  task's fixed one) tells nothing of the inputs of a call that is timed:
+//  their outputs can't have been computed ahead, at load.
+static uint64_t
+s_seed_of (const s_exec_t *ex, uint32_t trial)
+{
+    return trial >= TIMING_TRIAL0? ex->time_seed: ex->seed;
+}
+
 //  Fresh inputs for (size, trial) into ex->inputs.
 static void
 s_generate (s_exec_t *ex, size_t size_index, uint32_t trial)
@@ -446,7 +459,7 @@ s_generate (s_exec_t *ex, size_t size_index, uint32_t trial)
         const common_arg_t *arg = &ex->task->args [i];
         if (arg->kind == ARG_INPUT || arg->kind == ARG_INOUT)
             common_init_fill (&arg->init, arg->dtype, ex->inputs + ref->plan.offset [i],
-                              ref->layout.count [i], ex->seed,
+                              ref->layout.count [i], s_seed_of (ex, trial),
                               kgym_stream ((uint32_t) size_index, trial, (uint32_t) i));
     }
 }
@@ -463,7 +476,7 @@ s_load (s_exec_t *ex, s_prog_t *prog, size_t size_index, uint32_t trial)
         else
         if (arg->kind == ARG_OUTPUT)
             common_init_poison (arg->dtype, prog->shm + off, prog->layout.count [i],
-                                ex->seed ^ POISON_KEY,
+                                s_seed_of (ex, trial) ^ POISON_KEY,
                                 kgym_stream ((uint32_t) size_index, trial, (uint32_t) i));
     }
 }
@@ -899,6 +912,7 @@ s_execute_once (cpu_backend_t *self, cpu_backend_job_t *cjob, worker_outcome_t *
     ex.job = cjob->job;
     ex.task = cjob->job->task;
     ex.seed = cjob->seed;
+    randombytes_buf (&ex.time_seed, sizeof ex.time_seed);
     ex.out = out;
     ex.has_baseline = cjob->job->task->baseline != NULL;
     worker_grade_tolerance (ex.task, &ex.tol);

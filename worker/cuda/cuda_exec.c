@@ -796,9 +796,18 @@ s_stream_id (uint32_t size_index, uint32_t trial, uint32_t arg)
     return kgym_stream (size_index, trial, arg);
 }
 
+//  The seed of a set: the job's for the correctness trials (reproducible
+//  from the result's seed), one drawn for the job alone for every set from
+//  the warm-up on (plan->time_seed).
+static uint64_t
+s_seed_of (const cuda_plan_t *plan, uint32_t trial)
+{
+    return trial >= TRIAL_TIMED? plan->time_seed: plan->seed;
+}
+
 //  NaN for floats; common_init_poison's random pattern for integers.
 static CUresult
-s_poison (job_t *job, CUdeviceptr ptr, common_dtype_t dtype, uint64_t count, uint64_t stream)
+s_poison (job_t *job, CUdeviceptr ptr, common_dtype_t dtype, uint64_t count, uint64_t seed, uint64_t stream)
 {
     cuda_exec_t *ex = job->ex;
     CUstream st = ex->stream;
@@ -809,7 +818,7 @@ s_poison (job_t *job, CUdeviceptr ptr, common_dtype_t dtype, uint64_t count, uin
         //  0x7FF87FF8 twice is a quiet NaN as a double.
         case DTYPE_F64:  return cuMemsetD32Async (ptr, 0x7FF87FF8u, 2 * count, st);
         default: {
-            uint64_t bytes = count * common_dtype_size (dtype), seed = job->plan->seed;
+            uint64_t bytes = count * common_dtype_size (dtype);
             void *params [] = { &ptr, &bytes, &seed, &stream };
             return s_internal (ex, job->trusted.k.poison_int, (bytes + 15) / 16, params);
         }
@@ -825,12 +834,11 @@ s_gen_items (const common_init_t *init, common_dtype_t dtype, uint64_t count)
 }
 
 static CUresult
-s_fill (job_t *job, CUdeviceptr ptr, uint32_t a, uint64_t count, uint64_t stream)
+s_fill (job_t *job, CUdeviceptr ptr, uint32_t a, uint64_t count, uint64_t seed, uint64_t stream)
 {
     const cuda_plan_arg_t *arg = &job->plan->args [a];
     int dt = (int) arg->dtype, dist = (int) arg->init.dist;
     double p0 = arg->init.p0, p1 = arg->init.p1;
-    uint64_t seed = job->plan->seed;
     void *params [] = { &ptr, &count, &dt, &dist, &p0, &p1, &seed, &stream };
     return s_internal (job->ex, job->trusted.k.fill, s_gen_items (&arg->init, arg->dtype, count), params);
 }
@@ -869,11 +877,11 @@ s_prepare (job_t *job, cuda_plan_prog_t p, uint32_t s, uint32_t trial)
         //  The baseline reads pure inputs from the reference's copy.
         if (p == PLAN_BASELINE && arg->kind == ARG_INPUT)
             continue;
-        uint64_t stream = s_stream_id (size->index, trial, a);
+        uint64_t seed = s_seed_of (plan, trial), stream = s_stream_id (size->index, trial, a);
         if (arg->kind == ARG_OUTPUT)
-            CK (job, WHO_US, s_poison (job, ptrs [a], arg->dtype, count, stream), "poisoning outputs");
+            CK (job, WHO_US, s_poison (job, ptrs [a], arg->dtype, count, seed, stream), "poisoning outputs");
         else
-            CK (job, WHO_US, s_fill (job, ptrs [a], a, count, stream), "generating inputs");
+            CK (job, WHO_US, s_fill (job, ptrs [a], a, count, seed, stream), "generating inputs");
     }
     if (job->ws [p] && size->call [p].workspace)
         CK (job, WHO_US, cuMemsetD8Async (job->ws [p], 0, size->call [p].workspace, job->ex->stream),
@@ -990,7 +998,7 @@ s_describe (job_t *job, const check_t *check, uint32_t s, uint32_t trial, uint64
         uint64_t stream = s_stream_id (size->index, trial, check->arg);
         for (uint64_t i = 0; i < n; i++)
             common_dtype_set (arg->dtype, want, i,
-                              common_init_value (&arg->init, arg->dtype, plan->seed, stream, first + i));
+                              common_init_value (&arg->init, arg->dtype, s_seed_of (plan, trial), stream, first + i));
     }
     else {
         CUdeviceptr expected = arg->kind == ARG_INOUT? job->rin [check->arg]: job->rout [check->arg];
@@ -1030,7 +1038,7 @@ s_queue_input_checks (job_t *job, uint32_t s, uint32_t trial, check_t *checks, u
         CUdeviceptr slot = job->slots + *n * sizeof (cuda_kernels_check_t);
         int dt = (int) arg->dtype, dist = (int) arg->init.dist;
         double p0 = arg->init.p0, p1 = arg->init.p1;
-        uint64_t seed = plan->seed, stream = s_stream_id (size->index, trial, a);
+        uint64_t seed = s_seed_of (plan, trial), stream = s_stream_id (size->index, trial, a);
         void *params [] = { &job->cand [a], &count, &dt, &dist, &p0, &p1, &seed, &stream, &slot };
         CK (job, WHO_US, s_internal (job->ex, job->trusted.k.check_gen,
                                      s_gen_items (&arg->init, arg->dtype, count), params), "kgym_check_gen");

@@ -3,6 +3,7 @@
 #include "cuda_plan.h"
 #include "worker_grade.h"
 #include <inttypes.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,7 @@ cuda_plan_from_job (const common_job_t *job, uint64_t seed, uint64_t max_bytes,
         return NULL;
     }
     self->seed = seed;
+    randombytes_buf (&self->time_seed, sizeof self->time_seed);
     self->atol = task->atol;
     self->rtol = task->rtol;
     self->exact = task->exact;
@@ -211,6 +213,7 @@ cuda_plan_to_json (const cuda_plan_t *plan)
     if (!root || !args || !sizes || !keys)
         goto fail;
     json_object_set_new (root, "seed", s_u64 (plan->seed));
+    json_object_set_new (root, "time_seed", s_u64 (plan->time_seed));
     json_object_set_new (root, "atol", json_real (plan->atol));
     json_object_set_new (root, "rtol", json_real (plan->rtol));
     json_object_set_new (root, "exact", json_boolean (plan->exact));
@@ -333,6 +336,7 @@ cuda_plan_from_json (json_t *json, char *err, size_t errlen)
         goto fail;
     what = "seed";
     if (s_get_u64 (json_object_get (json, "seed"), &self->seed)
+    ||  s_get_u64 (json_object_get (json, "time_seed"), &self->time_seed)
     ||  s_get_u64 (json_object_get (json, "heap_bytes"), &self->heap_bytes))
         goto fail;
     what = "roofline_bytes";

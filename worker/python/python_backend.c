@@ -25,7 +25,10 @@
          stopped and every byte compared here (worker_grade). Shape, dtype,
          device and plain-tensor-ness are compared with R's.
       4. Timed runs: the same, each on inputs of its own, with R flushing
-         the GPU's L2 first. A call's time is the GPU time C reports (CUDA
+         the GPU's L2 first. Their seeds come from one drawn for this
+         execution, not from the job's: a job's seed may be known ahead (a
+         task's fixed seed), and C could then make a timed run's inputs, and
+         compute its outputs, at import. A call's time is the GPU time C reports (CUDA
          events around forward; no profiler runs in a timed call, its own
          cost would be in the window and C could skip it) when this side's
          wall clock around the call agrees: the wall time beyond it within
@@ -157,7 +160,8 @@ typedef struct {
     worker_outcome_t *out;
     const char *target;             //  "cpu" or "cuda"
     bool gpu;                       //  target is a GPU
-    uint64_t seed;
+    uint64_t seed;                  //  the job's: weights, correctness trials
+    uint64_t time_seed;             //  drawn here: timed and profiled runs (s_timing)
     python_proc_t *ref, *cand;
     s_slot_t slots [MAX_OUTPUTS];   //  the current run's outputs
     size_t nslots;
@@ -1274,7 +1278,9 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
         return -1;
     }
     for (uint32_t i = 0; why == GRADE_STOP_NONE && i < eval->warmup + eval->timed; i++) {
-        uint64_t seed = s_seed (ex->seed, "time", i, 0);
+        //  Not from the job's seed: a seed known beforehand (a task's fixed
+        //  one) would let C make these inputs, and their outputs, at import.
+        uint64_t seed = s_seed (ex->time_seed, "time", i, 0);
         char when [64];
         snprintf (when, sizeof when, "timed run %u", i);
         double t = 0, b = 0, ref_in = 0, cand_in = 0;
@@ -1339,7 +1345,7 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
     //  The candidate's kernels, from calls of their own at the timing size
     //  (untimed, checked like any other).
     for (uint32_t i = 0; ex->gpu && i < PROFILED_CALLS; i++) {
-        uint64_t seed = s_seed (ex->seed, "profile", i, 0);
+        uint64_t seed = s_seed (ex->time_seed, "profile", i, 0);
         char when [64];
         snprintf (when, sizeof when, "profiled run %u", i);
         if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, false, S_CHECKED, NULL, NULL)
@@ -1623,6 +1629,7 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
     ex.task = pjob->job->task;
     ex.out = out;
     ex.seed = pjob->seed;
+    randombytes_buf (&ex.time_seed, sizeof ex.time_seed);
     ex.target = ex.task->backend;
     ex.gpu = strcmp (ex.target, "cpu") != 0;
     ex.cand_kernels = json_object ();
