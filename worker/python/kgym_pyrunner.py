@@ -326,20 +326,24 @@ class Runner:
         events = req.get("events") and self.device == "cuda" and not profile
         prof = None
         gpu = None
+        marks = [time.perf_counter()]     # where a timed call's wall time went (a trace, never trusted)
         try:
             if profile:
                 prof = self.profile_start()
             model = self.baseline if req.get("baseline") and getattr(self, "baseline", None) else self.model
             if events:
                 began, ended = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                marks.append(time.perf_counter())
                 began.record()
             with torch.no_grad():
                 result = model(*self.inputs)
             if events:
                 ended.record()
+                marks.append(time.perf_counter())
             outputs = list(result) if isinstance(result, (tuple, list)) else [result]
             if self.device == "cuda":
                 torch.cuda.synchronize()
+                marks.append(time.perf_counter())
             if events:
                 gpu = {"event_us": began.elapsed_time(ended) * 1000.0}
             if prof is not None:
@@ -365,6 +369,9 @@ class Runner:
                 dst.copy_(flat.view(torch.uint8))
             if self.device == "cuda" and slots:
                 torch.cuda.synchronize()    # every copy landed (into pinned memory, too) before the reply
+            if events and gpu is not None and len(marks) == 4:
+                marks.append(time.perf_counter())
+                gpu["phases_us"] = [round((b - a) * 1e6, 1) for a, b in zip(marks, marks[1:])]
             reply = {"outputs": metas}
             if gpu is not None:
                 reply["gpu"] = gpu

@@ -571,6 +571,24 @@ s_still_poisoned (const uint8_t *area, size_t offset, size_t size, size_t esize,
     return hits;
 }
 
+//  KGYM_TIMING_TRACE set: a log line per timed GPU call, the supervisor's
+//  wall time beside what the runner says of it (its events, and where its
+//  own clock saw the time go: before forward, forward's launches, the
+//  wait, the output's copy). For reading why clocks disagree; never used.
+static void
+s_trace (s_exec_t *ex, const char *who, double wall_s, json_t *gpu)
+{
+    static int on = -1;
+    if (on < 0)
+        on = getenv ("KGYM_TIMING_TRACE") != NULL;
+    if (!on || !ex->gpu)
+        return;
+    char *phases = json_dumps (json_object_get (gpu, "phases_us"), JSON_COMPACT | JSON_ENCODE_ANY);
+    log_info ("python", "trace %s: wall %.1f us, events %.1f us, runner %s", who, wall_s * 1e6,
+              json_number_value (json_object_get (gpu, "event_us")), phases? phases: "-");
+    free (phases);
+}
+
 //  The time of one call, from both clocks (see the file's header). On the
 //  CPU it is the wall time of the call, measured here (the baseline's the
 //  same way, through the same harness). On a GPU it is the GPU time the
@@ -585,6 +603,7 @@ s_call_time (s_exec_t *ex, double wall_s, json_t *gpu)
     if (!ex->gpu)
         return wall_s;
     double t = json_number_value (json_object_get (gpu, "event_us")) / 1e6;
+    s_trace (ex, "candidate", wall_s, gpu);
     if (t > 0 && ex->ngap < OVER_MAX)
         ex->gap [ex->ngap++] = wall_s - t;
     double by_wall = wall_s - ex->over_s;
@@ -1176,6 +1195,7 @@ s_reference_sampled (s_exec_t *ex, bool keep, bool baseline, uint64_t poison_see
         return -1;
     }
     double gpu_s = json_number_value (json_object_get (gpu, "event_us")) / 1e6;
+    s_trace (ex, baseline? "reference (baseline)": "reference", wall, gpu);
     json_decref (gpu);
     if (gpu_s > 0)
         s_over_add (ex, wall - gpu_s);
