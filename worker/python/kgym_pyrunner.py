@@ -372,6 +372,7 @@ class Runner:
             if events and gpu is not None and len(marks) == 4:
                 marks.append(time.perf_counter())
                 gpu["phases_us"] = [round((b - a) * 1e6, 1) for a, b in zip(marks, marks[1:])]
+                gpu["pinned"] = bool(getattr(self, "pinned", None))
             reply = {"outputs": metas}
             if gpu is not None:
                 reply["gpu"] = gpu

@@ -584,8 +584,9 @@ s_trace (s_exec_t *ex, const char *who, double wall_s, json_t *gpu)
     if (!on || !ex->gpu)
         return;
     char *phases = json_dumps (json_object_get (gpu, "phases_us"), JSON_COMPACT | JSON_ENCODE_ANY);
-    log_info ("python", "trace %s: wall %.1f us, events %.1f us, runner %s", who, wall_s * 1e6,
-              json_number_value (json_object_get (gpu, "event_us")), phases? phases: "-");
+    log_info ("python", "trace %s: wall %.1f us, events %.1f us, runner %s%s", who, wall_s * 1e6,
+              json_number_value (json_object_get (gpu, "event_us")), phases? phases: "-",
+              json_is_false (json_object_get (gpu, "pinned"))? " (outputs' memory not pinned)": "");
     free (phases);
 }
 
