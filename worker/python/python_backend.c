@@ -596,8 +596,11 @@ s_trace (s_exec_t *ex, const char *who, double wall_s, json_t *gpu)
 //  call's runner reports (CUDA events around forward), when this side's
 //  wall clock agrees: the wall time beyond it must not exceed what it is for
 //  the reference's own calls (the reply, the output's copy) by more than
-//  their spread allows. Otherwise the wall time less the reference's
-//  overhead.
+//  their spread allows. Otherwise the wall clock's reading less that slack
+//  (the wall time less the reference's overhead, less the slack): what the
+//  clocks agree on at the least, so a reading just past the slack does not
+//  jump to the whole difference. What a lie can keep under the slack, the
+//  floor over all the runs takes back (s_wall_floor).
 static double
 s_call_time (s_exec_t *ex, double wall_s, json_t *gpu)
 {
@@ -620,7 +623,9 @@ s_call_time (s_exec_t *ex, double wall_s, json_t *gpu)
                       "its reported GPU time %.4g ms and the reference's overhead %.4g ms (+ %.3g ms) "
                       "account for", wall_s * 1e3, t * 1e3, ex->over_s * 1e3, slack * 1e3);
     }
-    return by_wall > t? by_wall: (t > 0? t: wall_s);
+    if (!(t > 0))           //  nothing reported: the wall clock's reading, whole
+        return by_wall > 0? by_wall: wall_s;
+    return by_wall - slack > t? by_wall - slack: t;
 }
 
 //  Over all the timed runs, the wall clock must agree too: each run's wall
@@ -629,7 +634,11 @@ s_call_time (s_exec_t *ex, double wall_s, json_t *gpu)
 //  whose reported time is too low through when the difference is inside
 //  the noise; over n runs the noise of the median shrinks by sqrt(n), so
 //  when the wall clock's median is above the reported median by more than
-//  that, every run's time is scaled up to it. 0, or the factor applied.
+//  that, every run's time is scaled up to the wall clock's median less that
+//  noise: no lie gains more than the noise, and an honest candidate whose
+//  calls cost a little more around the GPU work than the reference's (a
+//  slower launcher) is charged only what is beyond it, not the whole
+//  difference. 0, or the factor applied.
 static double
 s_wall_floor (s_exec_t *ex, double *cand_us, const double *wall_us, uint32_t n)
 {
@@ -645,12 +654,13 @@ s_wall_floor (s_exec_t *ex, double *cand_us, const double *wall_us, uint32_t n)
     double noise_us = 1e6 * (3 * 1.25 * ex->over_dev_s / sqrt ((double) n)) + 2;
     if (!(reported > 0) || by_wall <= reported + noise_us)
         return 0;
-    double factor = by_wall / reported;
+    double factor = (by_wall - noise_us) / reported;
     for (uint32_t i = 0; i < n; i++)
         cand_us [i] *= factor;
     if (!ex->fallbacks++)
         snprintf (ex->fallback_why, sizeof ex->fallback_why, "over its timed runs the wall clock read "
-                  "%.4g us a call, its reported GPU time %.4g us: the wall clock's is used", by_wall, reported);
+                  "%.4g us a call, its reported GPU time %.4g us: the wall clock's less its noise "
+                  "(%.3g us) is used", by_wall, reported, noise_us);
     return factor;
 }
 
