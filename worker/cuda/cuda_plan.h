@@ -62,10 +62,11 @@ typedef struct {
 
 //  A whole job.
 typedef struct {
-    uint64_t seed;                  //  input seed (correctness trials, the re-check)
-    uint64_t time_seed;             //  warm-up, timed and profiled sets: drawn for the job alone,
-                                    //  never the eval's seed, so no set that is timed can be
-                                    //  known (and its output computed) ahead of its call
+    uint64_t seed;                  //  input seed (the correctness trials)
+    uint64_t time_seed;             //  every later set (warm-up, timed, re-check, profiled):
+                                    //  drawn for the job alone, never the eval's seed, so no
+                                    //  set that is timed can be known (and its output
+                                    //  computed) ahead of its call
     double atol, rtol;              //  tolerance (integers: exactly as integers)
     bool exact;                     //  outputs must equal the reference's bit for bit
     uint32_t trials;                //  correctness trials per size

@@ -28,16 +28,17 @@
          the GPU's L2 first. Their seeds come from one drawn for this
          execution, not from the job's: a job's seed may be known ahead (a
          task's fixed seed), and C could then make a timed run's inputs, and
-         compute its outputs, at import. A call's time is the GPU time C reports (CUDA
-         events around forward; no profiler runs in a timed call, its own
-         cost would be in the window and C could skip it) when this side's
-         wall clock around the call agrees: the wall time beyond it within
-         the spread of R's own (the reply, the output's copy). Otherwise
-         the wall time less R's overhead. And over all the timed runs the
-         wall clock's median must agree within the noise of a median: a
-         lie small enough to pass call by call (inside the spread) does not
-         pass n times (s_wall_floor). C's reports are never trusted beyond
-         what this side's clock can check.
+         compute its outputs, at import. A call's time is the GPU time C
+         reports (CUDA events around forward; no profiler runs in a timed
+         call, its own cost would be in the window and C could skip it)
+         when this side's wall clock around the call agrees: the wall time
+         beyond it within the spread of R's own (the reply, the output's
+         copy). Otherwise the wall time less R's overhead, less that
+         spread. And over all the timed runs the wall clock's median must
+         agree within the noise of a median: a lie small enough to pass
+         call by call (inside the spread) does not pass n times
+         (s_wall_floor). C's reports are never trusted beyond what this
+         side's clock can check.
       5. The wrapper check: from kernel records (the profiler) of a few
          untimed calls of C's at the timing size, checked like the rest,
          the share of C's GPU time in library kernels (ATen, cuBLAS, cuDNN,
