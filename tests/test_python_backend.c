@@ -310,6 +310,29 @@ START_TEST (test_known_seed_no_precompute)
 }
 END_TEST
 
+//  A candidate that does its call's work (WORK, the body of a function,
+//  then the ReLU) inside the task's get_inputs, wrapped, and hands it back
+//  from forward; where nothing was made ahead it does the work in forward.
+#define WORK_IN_INPUTS(WORK) HEAD \
+    "import sys, time\n" \
+    "def work():\n" WORK \
+    "task = sys.modules['kgym_task']\n" \
+    "_made = task.get_inputs\n" \
+    "_done = {}\n" \
+    "def get_inputs():\n" \
+    "    ins = _made()\n" \
+    "    work()\n" \
+    "    _done[id(ins[0])] = torch.relu(ins[0])\n" \
+    "    return ins\n" \
+    "task.get_inputs = get_inputs\n" \
+    "class ModelNew(nn.Module):\n" \
+    "    def forward(self, x):\n" \
+    "        y = _done.pop(id(x), None)\n" \
+    "        if y is None:\n" \
+    "            work()\n" \
+    "            y = torch.relu(x)\n" \
+    "        return y\n"
+
 //  Trust: a lazy tensor subclass, a view of its input, or an input changed
 //  in place are not a computed output.
 START_TEST (test_not_a_plain_output)
@@ -376,24 +399,7 @@ END_TEST
 //  took beyond the reference's is its time.
 START_TEST (test_work_before_the_call)
 {
-    json_t *r = s_grade (HEAD
-        "import sys, time\n"
-        "task = sys.modules['kgym_task']\n"
-        "_made = task.get_inputs\n"
-        "_done = {}\n"
-        "def get_inputs():\n"
-        "    ins = _made()\n"
-        "    time.sleep(0.02)\n"
-        "    _done[id(ins[0])] = torch.relu(ins[0])\n"
-        "    return ins\n"
-        "task.get_inputs = get_inputs\n"
-        "class ModelNew(nn.Module):\n"
-        "    def forward(self, x):\n"
-        "        y = _done.pop(id(x), None)\n"
-        "        if y is None:\n"
-        "            time.sleep(0.02)\n"
-        "            y = torch.relu(x)\n"
-        "        return y\n");
+    json_t *r = s_grade (WORK_IN_INPUTS ("    time.sleep(0.02)\n"));
     s_expect_slow (r, "work done while the inputs were made");
     json_t *profile = json_object_get (r, "profile");
     ck_assert_int_gt (json_integer_value (json_object_get (profile, "timing_fallbacks")), 0);
@@ -406,28 +412,10 @@ END_TEST
 //  this host's noise) the median difference shows it.
 START_TEST (test_small_work_before_each_call)
 {
-    json_t *r = s_grade_with (s_relu, HEAD
-        "import sys, time\n"
-        "task = sys.modules['kgym_task']\n"
-        "_made = task.get_inputs\n"
-        "_done = {}\n"
-        "def get_inputs():\n"
-        "    ins = _made()\n"
+    json_t *r = s_grade_with (s_relu, WORK_IN_INPUTS (
         "    end = time.perf_counter() + 0.00025\n"
         "    while time.perf_counter() < end:\n"
-        "        pass\n"
-        "    _done[id(ins[0])] = torch.relu(ins[0])\n"
-        "    return ins\n"
-        "task.get_inputs = get_inputs\n"
-        "class ModelNew(nn.Module):\n"
-        "    def forward(self, x):\n"
-        "        y = _done.pop(id(x), None)\n"
-        "        if y is None:\n"
-        "            end = time.perf_counter() + 0.00025\n"
-        "            while time.perf_counter() < end:\n"
-        "                pass\n"
-        "            y = torch.relu(x)\n"
-        "        return y\n", NULL, 20.0, 30);
+        "        pass\n"), NULL, 20.0, 30);
     json_t *profile = json_object_get (r, "profile");
     printf ("small work in inputs: speedup %.3f, inputs excess %.0f us, fallbacks %lld (%s)\n",
             json_number_value (json_object_get (r, "speedup")),
