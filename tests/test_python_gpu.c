@@ -5,8 +5,9 @@
     CUDA and Triton): a Triton kernel and a load_inline extension are ok;
     torch's own ReLU is a wrapper (invalid); work left on a side stream
     with synchronisation patched out, a slow kernel behind patched CUDA
-    events, and one with torch's profiler turned off, never look faster
-    than they are; a load_inline build is kept
+    events, one with torch's profiler turned off, and one that does its
+    work on the inputs as soon as they exist, never look faster than they
+    are; a load_inline build is kept
     under its key and found up to date by the next job; the next job's
     runners were started ahead of it; and a KernelBench folder imported for
     the GPU, prompted, answered and graded through a broker and a worker.
@@ -214,6 +215,63 @@ START_TEST (test_forged_records_not_faster)
 }
 END_TEST
 
+//  The slow kernel's work done on the inputs as soon as they exist: the
+//  task's get_inputs wrapped to launch it there, and the harness's wait
+//  for the GPU at the end of making them patched out, so the work runs on
+//  after the inputs' reply, while the supervisor poisons the outputs'
+//  memory and the reference flushes the L2; forward launches a kernel of
+//  its own on one element (for the wrapper check) and hands back what was
+//  made. The timed call makes its inputs in its own request, so the clock
+//  runs from when they exist: no faster than as written.
+START_TEST (test_work_before_call_not_faster)
+{
+    json_t *honest = s_grade ("slow_relu");
+    testutil_expect_status (honest, "ok", NULL);
+    json_t *ahead = s_grade_with ("slow_relu",
+        "\nimport sys as _ks\n"
+        "_kt = _ks.modules['kgym_task']\n"
+        "_kmade, _kdone, _kskip = _kt.get_inputs, {}, [False]\n"
+        "_ksync = torch.cuda.synchronize\n"
+        "def _ksync_some(*a, **k):\n"
+        "    if _kskip[0]:\n"
+        "        _kskip[0] = False\n"
+        "        return None\n"
+        "    return _ksync(*a, **k)\n"
+        "torch.cuda.synchronize = _ksync_some\n"
+        "def _kget_inputs():\n"
+        "    ins = _kmade()\n"
+        "    x = ins[0]\n"
+        "    if x.is_cuda:\n"
+        "        y = torch.empty_like(x)\n"
+        "        slow_relu[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), PASSES, BLOCK=256)\n"
+        "        _kdone[id(x)] = y\n"
+        "        _kskip[0] = True\n"
+        "    return ins\n"
+        "_kt.get_inputs = _kget_inputs\n"
+        "_kforward = ModelNew.forward\n"
+        "_kscratch = []\n"
+        "def _kahead(self, x):\n"
+        "    y = _kdone.pop(id(x), None)\n"
+        "    _kdone.clear()\n"
+        "    if y is None:\n"
+        "        return _kforward(self, x)\n"
+        "    if not _kscratch:\n"
+        "        _kscratch.append(torch.empty(256, device=x.device))\n"
+        "    slow_relu[(1,)](x, _kscratch[0], 1, 1, BLOCK=256)\n"
+        "    return y\n"
+        "ModelNew.forward = _kahead\n");
+    testutil_expect_status (ahead, "ok", NULL);
+    printf ("work ahead of the call: %.4f against %.4f as written (fallbacks %lld: %s)\n",
+            s_speedup (ahead), s_speedup (honest),
+            (long long) json_integer_value (s_profile (ahead, "timing_fallbacks")),
+            json_string_value (s_profile (ahead, "timing_fallback_why")));
+    ck_assert_msg (s_speedup (ahead) <= s_speedup (honest) * 1.3,
+                   "work ahead of the call: %g against %g", s_speedup (ahead), s_speedup (honest));
+    json_decref (honest);
+    json_decref (ahead);
+}
+END_TEST
+
 //  A load_inline candidate: ok; the second job with the same source starts
 //  from the kept build (cache.candidate) and with runners started ahead.
 START_TEST (test_inline_build_kept)
@@ -345,6 +403,7 @@ main (void)
     tcase_add_test (tc, test_patched_events_change_nothing);
     tcase_add_test (tc, test_profiler_off_not_faster);
     tcase_add_test (tc, test_forged_records_not_faster);
+    tcase_add_test (tc, test_work_before_call_not_faster);
     suite_add_tcase (suite, tc);
     //  Cases of their own, to run alone (CK_RUN_CASE=inline, =dataset).
     TCase *inline_tc = tcase_create ("inline");

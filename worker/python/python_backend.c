@@ -28,7 +28,12 @@
          the GPU's L2 first. Their seeds come from one drawn for this
          execution, not from the job's: a job's seed may be known ahead (a
          task's fixed seed), and C could then make a timed run's inputs, and
-         compute its outputs, at import. A call's time is the GPU time C
+         compute its outputs, at import. On a GPU each timed call makes its
+         inputs in its own request (R's too, the same way): the wall clock
+         runs from the moment they exist, so work C starts on them (a
+         wrapped get_inputs, GPU work left in flight) cannot run where
+         nothing is timed. On the CPU C is stopped from its inputs' reply
+         until its call. A call's time is the GPU time C
          reports (CUDA events around forward; no profiler runs in a timed
          call, its own cost would be in the window and C could skip it)
          when this side's wall clock around the call agrees: the wall time
@@ -430,8 +435,9 @@ s_slots_end (const s_exec_t *ex)
 }
 
 //  Run the reference (the compiled baseline, with baseline) on its current
-//  inputs; its outputs become the slots (and, with keep, the expected
-//  bytes). 0 or -1.
+//  inputs, or, with inputs_seed, on inputs it makes of that seed in the
+//  same request (a timed run's, made as the candidate's are); its outputs
+//  become the slots (and, with keep, the expected bytes). 0 or -1.
 //  The expected bytes are read where R wrote them, in its mapping, not
 //  copied (GBs a call at KernelBench's shapes): only the task's code runs in
 //  R, and R writes there only when told. A call that does not keep (the
@@ -439,11 +445,14 @@ s_slots_end (const s_exec_t *ex)
 //  candidate's) writes its outputs beyond them: every call still copies
 //  its outputs out, as the candidate's do, so both are timed alike.
 static int
-s_reference_call (s_exec_t *ex, bool keep, bool baseline, s_how_t how, json_t **gpu, double *wall_s)
+s_reference_call (s_exec_t *ex, bool keep, bool baseline, s_how_t how, json_t **gpu, double *wall_s,
+                  const uint64_t *inputs_seed)
 {
     json_t *reply = NULL;
     json_t *req = json_pack ("{s:s, s:b, s:b, s:b}", "op", "call", "profile", how == S_PROFILED,
                              "events", how == S_TIMED, "baseline", baseline);
+    if (inputs_seed)
+        json_object_set_new (req, "seed", json_integer ((json_int_t) *inputs_seed));
     if (!keep && ex->expected_size) {
         uint64_t beyond = (ex->expected_size + 4095) & ~(uint64_t) 4095;
         json_t *slots = json_array ();
@@ -635,11 +644,12 @@ s_call_time (s_exec_t *ex, double wall_s, json_t *gpu)
 //  whose reported time is too low through when the difference is inside
 //  the noise; over n runs the noise of the median shrinks by sqrt(n), so
 //  when the wall clock's median is above the reported median by more than
-//  that, every run's time is scaled up to the wall clock's median less that
-//  noise: no lie gains more than the noise, and an honest candidate whose
-//  calls cost a little more around the GPU work than the reference's (a
-//  slower launcher) is charged only what is beyond it, not the whole
-//  difference. 0, or the factor applied.
+//  one standard error of it, every run's time is scaled up to the wall
+//  clock's median less that: no lie gains more than one standard error.
+//  The floor is continuous, so an honest candidate the noise puts past the
+//  line (one in six) is charged only what is beyond it, a small fraction
+//  of that error on average, not the whole difference. 0, or the factor
+//  applied.
 static double
 s_wall_floor (s_exec_t *ex, double *cand_us, const double *wall_us, uint32_t n)
 {
@@ -652,7 +662,7 @@ s_wall_floor (s_exec_t *ex, double *cand_us, const double *wall_us, uint32_t n)
     memcpy (a + n, wall_us, n * sizeof (double));
     double reported = s_median (a, n), by_wall = s_median (a + n, n);
     free (a);
-    double noise_us = 1e6 * (3 * 1.25 * ex->over_dev_s / sqrt ((double) n)) + 2;
+    double noise_us = 1e6 * (1.25 * ex->over_dev_s / sqrt ((double) n)) + 2;
     if (!(reported > 0) || by_wall <= reported + noise_us)
         return 0;
     double factor = (by_wall - noise_us) / reported;
@@ -692,22 +702,32 @@ s_add_kernels (json_t *totals, json_t *gpu)
     }
 }
 
-//  One candidate call on the inputs it holds, checked against ex->expected.
-//  *time_s gets its time when timed. 0 right; -1 with the verdict set.
+//  How a candidate call is made: on inputs it makes of the run's seed in
+//  the same request (a timed run on a GPU); resumed first (it was stopped
+//  since its inputs request).
+#define S_MAKE_INPUTS   1
+#define S_RESUME        2
+
+//  One candidate call on the inputs it holds (or makes, S_MAKE_INPUTS),
+//  checked against ex->expected. *time_s gets its time when timed. 0 right;
+//  -1 with the verdict set.
 static int
 s_candidate_call (s_exec_t *ex, uint64_t seed, s_how_t how, const char *when, uint32_t size_index,
-                  uint32_t trial, double *time_s)
+                  uint32_t trial, double *time_s, unsigned flags)
 {
     //  Where its outputs go, poisoned, and what the poison was.
     uint64_t total = s_slots_end (ex);
     uint8_t *shm = python_proc_shm (ex->cand, total? total: 1);
     uint8_t *poison = malloc (POISON_TILE);
+    if (shm && poison)
+        s_poison (shm, total, poison, seed ^ 0xC0FFEEull, ex->tol.threads);
+    if (flags & S_RESUME)
+        python_proc_continue (ex->cand);
     if (!shm || !poison) {
         free (poison);
         worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "cannot map %llu bytes", (unsigned long long) total);
         return -1;
     }
-    s_poison (shm, total, poison, seed ^ 0xC0FFEEull, ex->tol.threads);
     json_t *slots = json_array ();
     for (size_t i = 0; i < ex->nslots; i++)
         json_array_append_new (slots, json_pack ("{s:I, s:I}", "offset", (json_int_t) ex->slots [i].offset,
@@ -731,6 +751,8 @@ s_candidate_call (s_exec_t *ex, uint64_t seed, s_how_t how, const char *when, ui
     bool timed = how == S_TIMED;
     json_t *req = json_pack ("{s:s, s:o, s:b, s:b}", "op", "call", "slots", slots, "profile",
                              how == S_PROFILED && ex->gpu, "events", timed && ex->gpu);
+    if (flags & S_MAKE_INPUTS)
+        json_object_set_new (req, "seed", json_integer ((json_int_t) seed));
     int rc = s_ask (ex, ex->cand, req, wait, &reply, &wall);
     ex->wall_s += wall;
     if (rc) {
@@ -1186,13 +1208,15 @@ s_build_keep (python_backend_t *self, const char *dir, const char *key)
 
 //  --- phases ---
 
-//  A timed call of R's on the GPU, made as the candidate's are: into
-//  memory this side has just poisoned (the copy into memory just written
-//  is what the candidate's calls meet). Its wall time beyond its GPU time
-//  is one more sample of R's overhead per call; *t_s gets its GPU time
-//  (its wall time when it reported none).
+//  A timed call of R's on the GPU, made as the candidate's are: on inputs
+//  it makes of seed in the same request, into memory this side has just
+//  poisoned (the copy into memory just written is what the candidate's
+//  calls meet). Its wall time beyond its GPU time is one more sample of R's
+//  overhead per call (making the inputs, the reply, the output's copy);
+//  *t_s gets its GPU time (its wall time when it reported none).
 static int
-s_reference_sampled (s_exec_t *ex, bool keep, bool baseline, uint64_t poison_seed, double *t_s)
+s_reference_sampled (s_exec_t *ex, bool keep, bool baseline, uint64_t seed, uint64_t poison_seed,
+                     double *t_s)
 {
     uint64_t total = s_slots_end (ex);
     uint8_t *tile = total? malloc (POISON_TILE): NULL;
@@ -1202,7 +1226,7 @@ s_reference_sampled (s_exec_t *ex, bool keep, bool baseline, uint64_t poison_see
     free (tile);
     json_t *gpu = NULL;
     double wall = 0;
-    if (s_reference_call (ex, keep, baseline, S_TIMED, &gpu, &wall)) {
+    if (s_reference_call (ex, keep, baseline, S_TIMED, &gpu, &wall, &seed)) {
         json_decref (gpu);
         return -1;
     }
@@ -1232,9 +1256,9 @@ s_baseline (s_exec_t *ex, double *base_us)
     ex->nover = 0;
     for (uint32_t i = 0; i < eval->warmup + eval->timed; i++) {
         double t = 0;
-        if (s_inputs (ex, ex->ref, s_seed (ex->seed, "base", i, 0))
-        ||  s_simple (ex, ex->ref, json_pack ("{s:s}", "op", "flush"), TRUSTED_S)
-        ||  s_reference_sampled (ex, false, true, s_seed (ex->seed, "base-poison", i, 0), &t))
+        if (s_simple (ex, ex->ref, json_pack ("{s:s}", "op", "flush"), TRUSTED_S)
+        ||  s_reference_sampled (ex, false, true, s_seed (ex->seed, "base", i, 0),
+                                 s_seed (ex->seed, "base-poison", i, 0), &t))
             return -1;
         if (i >= eval->warmup) {
             base_us [ex->base_n++] = t * 1e6;
@@ -1246,7 +1270,7 @@ s_baseline (s_exec_t *ex, double *base_us)
     //  The reference's kernels, from calls of their own (untimed).
     for (int i = 0; ex->gpu && i < PROFILED_CALLS; i++) {
         json_t *gpu = NULL;
-        if (s_reference_call (ex, false, true, S_PROFILED, &gpu, NULL)) {
+        if (s_reference_call (ex, false, true, S_PROFILED, &gpu, NULL, NULL)) {
             json_decref (gpu);
             return -1;
         }
@@ -1266,9 +1290,9 @@ s_correctness (s_exec_t *ex)
             uint64_t seed = s_seed (ex->seed, "check", s, t);
             char when [64];
             snprintf (when, sizeof when, "trial %u", t);
-            if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, false, S_CHECKED, NULL, NULL)
+            if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, false, S_CHECKED, NULL, NULL, NULL)
             ||  s_inputs (ex, ex->cand, seed)
-            ||  s_candidate_call (ex, seed, S_CHECKED, when, (uint32_t) s, t, NULL))
+            ||  s_candidate_call (ex, seed, S_CHECKED, when, (uint32_t) s, t, NULL, 0))
                 return -1;
         }
     }
@@ -1276,16 +1300,19 @@ s_correctness (s_exec_t *ex)
 }
 
 //  R's call of a timed run, which gives the expected outputs. On a GPU it
-//  is also timed, into memory poisoned as the candidate's is just before
-//  its call: one more sample of R's overhead per call, made in the same
-//  phase, the same way, as the candidate's calls it is held against.
+//  is also timed, on inputs made in the same request, into memory poisoned
+//  as the candidate's is just before its call: one more sample of R's
+//  overhead per call, made in the same phase, the same way, as the
+//  candidate's calls it is held against. On the CPU its inputs are made
+//  by a request of their own, timed into *in_s.
 static int
-s_reference_timed (s_exec_t *ex, uint64_t seed)
+s_reference_timed (s_exec_t *ex, uint64_t seed, double *in_s)
 {
     double t;
-    if (!ex->gpu || !ex->expected_size)
-        return s_reference_call (ex, true, false, S_CHECKED, NULL, NULL);
-    return s_reference_sampled (ex, true, false, seed ^ 0xBEEFull, &t);
+    if (ex->gpu)
+        return s_reference_sampled (ex, true, false, seed, seed ^ 0xBEEFull, &t);
+    return s_inputs_timed (ex, ex->ref, seed, in_s)
+        || s_reference_call (ex, true, false, S_CHECKED, NULL, NULL, NULL);
 }
 
 //  The candidate's timed runs. On the CPU the baseline's are interleaved
@@ -1307,8 +1334,9 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
     worker_grade_stop_why_t why = GRADE_STOP_NONE;
     uint32_t n = 0;
     double *wall_us = calloc (eval->timed + 1, sizeof (double));
-    double *in_us = calloc (2 * (eval->timed + 1), sizeof (double));
+    double *in_us = calloc (3 * (eval->timed + 1), sizeof (double));
     double *added_us = in_us? in_us + eval->timed + 1: NULL;
+    double *stop_us = in_us? in_us + 2 * (eval->timed + 1): NULL;
     if (!wall_us || !in_us) {
         free (wall_us);
         free (in_us);
@@ -1322,9 +1350,20 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
         char when [64];
         snprintf (when, sizeof when, "timed run %u", i);
         double t = 0, b = 0, ref_in = 0, cand_in = 0;
-        if (s_inputs_timed (ex, ex->ref, seed, &ref_in)
-        ||  s_reference_timed (ex, seed)
-        ||  s_inputs_timed (ex, ex->cand, seed, &cand_in)) {
+        //  Nothing of C's may run between the moment its inputs exist and
+        //  its timed call, out of the clock's sight: on a GPU it makes them
+        //  in the call's own request; on the CPU in a request of their own,
+        //  and it is stopped from its reply until its call (the baseline's
+        //  call, the poisoning: a thread it started would run meanwhile).
+        if (s_reference_timed (ex, seed, &ref_in)
+        ||  (!ex->gpu && s_inputs_timed (ex, ex->cand, seed, &cand_in))) {
+            free (wall_us);
+            free (in_us);
+            return -1;
+        }
+        if (!ex->gpu && python_proc_stop (ex->cand)) {
+            worker_outcome_fail (ex->out, STATUS_RUNTIME_ERROR, "the candidate's runner "
+                                 "exited or could not be stopped (%s)", when);
             free (wall_us);
             free (in_us);
             return -1;
@@ -1334,16 +1373,20 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
             if ((turn == 0) == base_first) {
                 if (ex->gpu)
                     continue;
-                if (python_proc_stop (ex->cand)) {
+                //  C is stopped during the baseline's call (still, when it
+                //  comes first; again, when it comes after C's call).
+                if (turn == 1 && python_proc_stop (ex->cand)) {
                     worker_outcome_fail (ex->out, STATUS_RUNTIME_ERROR, "the candidate's runner "
                                          "exited or could not be stopped (%s)", when);
                     free (wall_us);
                     free (in_us);
                     return -1;
                 }
-                int rc = s_reference_call (ex, false, true, S_CHECKED, NULL, &b);
-                python_proc_continue (ex->cand);
+                int rc = s_reference_call (ex, false, true, S_CHECKED, NULL, &b, NULL);
+                if (turn == 1)
+                    python_proc_continue (ex->cand);
                 if (rc) {
+                    python_proc_continue (ex->cand);
                     free (wall_us);
                     free (in_us);
                     return -1;
@@ -1351,7 +1394,8 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
             }
             else
             if ((ex->gpu && s_simple (ex, ex->ref, json_pack ("{s:s}", "op", "flush"), TRUSTED_S))
-            ||  s_candidate_call (ex, seed, S_TIMED, when, (uint32_t) ts, TASK_MAX_TRIALS + i, &t)) {
+            ||  s_candidate_call (ex, seed, S_TIMED, when, (uint32_t) ts, TASK_MAX_TRIALS + i, &t,
+                                  ex->gpu? S_MAKE_INPUTS: S_RESUME)) {
                 free (wall_us);
                 free (in_us);
                 return -1;
@@ -1365,10 +1409,15 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
             added_us [n] = excess * 1e6;
             wall_us [n] = (ex->last_wall_s + excess) * 1e6;   //  less R's overhead below
             cand_us [n] = t * 1e6;
+            //  On a GPU, timing stops early only when the wall clock knows
+            //  the time as well as the reports do: a report of the same
+            //  1 us every call is as precise as can be, and would stop the
+            //  runs at the fewest, where s_wall_floor's noise is widest.
+            stop_us [n] = ex->gpu? fmax (cand_us [n], wall_us [n] - ex->over_s * 1e6): cand_us [n];
             if (!ex->gpu)
                 base_us [n] = b * 1e6;
             n++;
-            why = worker_grade_stop_check_n (&rule, cand_us, n, base_us, ex->gpu? ex->base_n: n);
+            why = worker_grade_stop_check_n (&rule, stop_us, n, base_us, ex->gpu? ex->base_n: n);
         }
     }
     ex->out->timing_stopped = worker_grade_stop_name (why);
@@ -1386,10 +1435,10 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
         uint64_t seed = s_seed (ex->time_seed, "profile", i, 0);
         char when [64];
         snprintf (when, sizeof when, "profiled run %u", i);
-        if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, false, S_CHECKED, NULL, NULL)
+        if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, false, S_CHECKED, NULL, NULL, NULL)
         ||  s_inputs (ex, ex->cand, seed)
         ||  s_candidate_call (ex, seed, S_PROFILED, when, (uint32_t) ts, TASK_MAX_TRIALS + eval->warmup
-                              + eval->timed + i, NULL))
+                              + eval->timed + i, NULL, 0))
             return -1;
     }
     return 0;
