@@ -9,7 +9,9 @@
 # before its launch (does the start event wait for the first launch?); the same with
 # began.query() after the record (does a query send it to the GPU at once?); and with a
 # second process's kernel (another CUDA context, as kgym's reference flushing the L2) run
-# just before each call.
+# just before each call. Then what making one call's inputs costs, piece by piece, as the
+# runner makes them (torch.manual_seed, get_inputs under `with torch.device("cuda")`, the
+# pristine copy, the wait).
 import statistics, subprocess, sys, time
 import torch
 import triton
@@ -76,6 +78,29 @@ def measure(fn, n, delay_us=0, query=False, other=None):
     return statistics.median(cpu), statistics.median(ev), statistics.median(total)
 
 
+def inputs_pieces(n):
+    marks = {"manual_seed": [], "randn (device mode)": [], "randn (device=)": [], "clone": [],
+             "synchronize": []}
+    for i in range(n + 3):
+        t0 = time.perf_counter()
+        torch.manual_seed(i)
+        t1 = time.perf_counter()
+        with torch.device("cuda"):
+            x = torch.randn(4096, 8192)
+        t2 = time.perf_counter()
+        x2 = torch.randn(4096, 8192, device="cuda")
+        t3 = time.perf_counter()
+        keep = x.clone()
+        t4 = time.perf_counter()
+        torch.cuda.synchronize()
+        t5 = time.perf_counter()
+        if i >= 3:
+            for key, a, b in zip(marks, (t0, t1, t2, t3, t4), (t1, t2, t3, t4, t5)):
+                marks[key].append((b - a) * 1e6)
+        del x, x2, keep
+    print("inputs, medians (us):", ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in marks.items()))
+
+
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 30
     print(torch.cuda.get_device_name(0), "torch", torch.__version__, "triton", triton.__version__)
@@ -93,6 +118,7 @@ def main():
             print(f"{name:12s} {setting:34s} cpu {c:8.1f} events {e:8.1f} total {t:8.1f}")
     other.stdin.close()
     other.wait()
+    inputs_pieces(n)
 
 
 if __name__ == "__main__":

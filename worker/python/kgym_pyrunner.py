@@ -335,6 +335,7 @@ class Runner:
             made = self.op_inputs(req)
             if "error" in made:
                 return made
+            marks.append(time.perf_counter())
         try:
             if profile:
                 prof = self.profile_start()
@@ -377,7 +378,7 @@ class Runner:
                 dst.copy_(flat.view(torch.uint8))
             if self.device == "cuda" and slots:
                 torch.cuda.synchronize()    # every copy landed (into pinned memory, too) before the reply
-            if events and gpu is not None and len(marks) == 4:
+            if events and gpu is not None and len(marks) >= 4:
                 marks.append(time.perf_counter())
                 gpu["phases_us"] = [round((b - a) * 1e6, 1) for a, b in zip(marks, marks[1:])]
                 gpu["pinned"] = bool(getattr(self, "pinned", None))

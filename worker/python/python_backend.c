@@ -583,8 +583,9 @@ s_still_poisoned (const uint8_t *area, size_t offset, size_t size, size_t esize,
 
 //  KGYM_TIMING_TRACE set: a log line per timed GPU call, the supervisor's
 //  wall time beside what the runner says of it (its events, and where its
-//  own clock saw the time go: before forward, forward's launches, the
-//  wait, the output's copy). For reading why clocks disagree; never used.
+//  own clock saw the time go: making the inputs when the call made them,
+//  before forward, forward's launches, the wait, the output's copy). For
+//  reading why clocks disagree; never used.
 static void
 s_trace (s_exec_t *ex, const char *who, double wall_s, json_t *gpu)
 {
