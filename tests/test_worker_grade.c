@@ -201,6 +201,77 @@ START_TEST (test_speedup_interval_holds_the_speedup)
 }
 END_TEST
 
+//  Paired samples across a change of the host's speed: the same program
+//  on both sides, fast for runs 0-4 and 1.8x slower from run 5, the change
+//  falling inside run 4 (its candidate already slow, its baseline not).
+//  The two medians apart say 0.78; the runs' ratios say 1, exactly.
+START_TEST (test_paired_speedup_across_a_change_of_speed)
+{
+    double cand [10], base [10];
+    for (int i = 0; i < 10; i++) {
+        cand [i] = i >= 4? 180.0: 100.0;
+        base [i] = i >= 5? 180.0: 100.0;
+    }
+    double lo, hi;
+    ck_assert_double_eq_tol (worker_grade_speedup_paired (cand, base, 10, &lo, &hi), 1.0, 1e-12);
+    ck_assert (lo <= 1.0 && hi >= 1.0);
+    //  Not modified (the caller's pairs stay pairs).
+    ck_assert_double_eq (cand [4], 180.0);
+    ck_assert_double_eq (base [4], 100.0);
+    double c2 [10], b2 [10];
+    memcpy (c2, cand, sizeof c2);
+    memcpy (b2, base, sizeof b2);
+    double apart = worker_grade_speedup (c2, 10, b2, 10, NULL, NULL);
+    ck_assert_double_eq_tol (apart, 140.0 / 180.0, 1e-12);
+    //  A real difference survives pairing: 2x in every pair, noise and a
+    //  change of speed on top.
+    uint64_t state = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < 10; i++) {
+        double host = i >= 5? 1.8: 1.0;
+        cand [i] = 100.0 * host * (1 + 0.01 * s_jitter (&state));
+        base [i] = 200.0 * host * (1 + 0.01 * s_jitter (&state));
+    }
+    ck_assert_double_eq_tol (worker_grade_speedup_paired (cand, base, 10, &lo, &hi), 2.0, 0.05);
+    ck_assert (lo > 1.9 && hi < 2.1);
+    //  Nothing positive to pair: 0.
+    cand [0] = 0;
+    ck_assert_double_eq (worker_grade_speedup_paired (cand, base, 1, &lo, &hi), 0);
+    ck_assert_double_eq (worker_grade_speedup_paired (cand, base, 0, NULL, NULL), 0);
+}
+END_TEST
+
+//  The stop rule on paired samples: stable pairs stop precise; pairs whose
+//  host speed changes every few runs still do (their ratios stay put).
+START_TEST (test_paired_stop_rule)
+{
+    double cand [200], base [200];
+    worker_grade_stop_t rule;
+    worker_grade_stop_init (&rule, 200, 2.0);
+    uint64_t state = 0x12345678ull;
+    worker_grade_stop_why_t why = GRADE_STOP_NONE;
+    uint32_t n = 0;
+    while (why == GRADE_STOP_NONE) {
+        double host = (n / 3) % 2? 1.8: 1.0;
+        cand [n] = 100.0 * host * (1 + 0.002 * s_jitter (&state));
+        base [n] = 150.0 * host * (1 + 0.002 * s_jitter (&state));
+        n++;
+        why = worker_grade_stop_check_paired (&rule, cand, base, n);
+    }
+    ck_assert_int_eq (why, GRADE_STOP_PRECISE);
+    ck_assert_uint_le (n, 20);
+    //  The same samples apart: the host's two speeds make each median's
+    //  interval wide, and the rule goes on far longer.
+    worker_grade_stop_init (&rule, 200, 2.0);
+    why = GRADE_STOP_NONE;
+    uint32_t m = 0;
+    while (why == GRADE_STOP_NONE && m < n) {
+        m++;
+        why = worker_grade_stop_check (&rule, cand, base, m);
+    }
+    ck_assert_int_eq (why, GRADE_STOP_NONE);
+}
+END_TEST
+
 int
 main (void)
 {
@@ -214,6 +285,8 @@ main (void)
     tcase_add_test (tc, test_the_rule_on_intervals);
     tcase_add_test (tc, test_stop_names);
     tcase_add_test (tc, test_speedup_interval_holds_the_speedup);
+    tcase_add_test (tc, test_paired_speedup_across_a_change_of_speed);
+    tcase_add_test (tc, test_paired_stop_rule);
     suite_add_tcase (suite, tc);
     return testutil_run_suite (suite);
 }

@@ -188,6 +188,31 @@ worker_grade_speedup (double *cand_us, size_t ncand, double *base_us, size_t nba
     return speedup;
 }
 
+double
+worker_grade_speedup_paired (const double *cand_us, const double *base_us, size_t n, double *lo, double *hi)
+{
+    if (lo)
+        *lo = 0;
+    if (hi)
+        *hi = 0;
+    double *ratio = n? malloc (n * sizeof (double)): NULL;
+    if (!ratio)
+        return 0;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (cand_us [i] > 0 && base_us [i] > 0)
+            ratio [m++] = base_us [i] / cand_us [i];
+    double speedup = 0;
+    if (m) {
+        qsort (ratio, m, sizeof (double), s_compare_double);
+        speedup = s_median_sorted (ratio, m);
+        if (lo && hi)
+            s_median_interval (ratio, m, lo, hi);
+    }
+    free (ratio);
+    return speedup;
+}
+
 void
 worker_grade_stop_init (worker_grade_stop_t *rule, uint32_t max_runs, double clip)
 {
@@ -222,16 +247,39 @@ worker_grade_stop_check (worker_grade_stop_t *rule, const double *cand_us, const
     return worker_grade_stop_check_n (rule, cand_us, n, base_us, n);
 }
 
+//  Whether the rule looks at its interval after n runs: 1 yes (and when
+//  next), 0 not yet, -1 the maximum is reached.
+static int
+s_stop_looks (worker_grade_stop_t *rule, uint32_t n, uint32_t nbase)
+{
+    if (n >= rule->max_runs)
+        return -1;
+    if (n < rule->min_runs || n < rule->next_check || nbase == 0)
+        return 0;
+    rule->next_check = n < 32? n + 1: n + n / 16;
+    return 1;
+}
+
+worker_grade_stop_why_t
+worker_grade_stop_check_paired (worker_grade_stop_t *rule, const double *cand_us, const double *base_us,
+                                uint32_t n)
+{
+    int looks = s_stop_looks (rule, n, n);
+    if (looks <= 0)
+        return looks < 0? GRADE_STOP_MAX_RUNS: GRADE_STOP_NONE;
+    double lo, hi;
+    double speedup = worker_grade_speedup_paired (cand_us, base_us, n, &lo, &hi);
+    return worker_grade_stop_judge (rule, lo, speedup, hi);
+}
+
 worker_grade_stop_why_t
 worker_grade_stop_check_n (worker_grade_stop_t *rule, const double *cand_us, uint32_t ncand,
                            const double *base_us, uint32_t nbase)
 {
     uint32_t n = ncand;
-    if (n >= rule->max_runs)
-        return GRADE_STOP_MAX_RUNS;
-    if (n < rule->min_runs || n < rule->next_check || nbase == 0)
-        return GRADE_STOP_NONE;
-    rule->next_check = n < 32? n + 1: n + n / 16;
+    int looks = s_stop_looks (rule, n, nbase);
+    if (looks <= 0)
+        return looks < 0? GRADE_STOP_MAX_RUNS: GRADE_STOP_NONE;
     double *copy = malloc (((size_t) ncand + nbase) * sizeof (double));
     if (!copy)
         return GRADE_STOP_NONE;         //  keep timing: the maximum still ends it

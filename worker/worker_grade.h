@@ -70,6 +70,17 @@ void worker_grade_timing (worker_timing_t *timing, double *samples_us, size_t n)
 double worker_grade_speedup (double *cand_us, size_t ncand, double *base_us, size_t nbase,
                              double *lo, double *hi);
 
+//  The speedup of paired samples: run i's candidate and baseline timed side
+//  by side (their order alternating), n of each. The median of the runs'
+//  ratios base_i / cand_i (0 when none is positive), with lo and hi (may be
+//  NULL) the ratios' order-statistic interval at about 95% (as for one
+//  median). A change of the host's speed that lasts longer than a run
+//  (another tenant, memory reclaim, clocks) moves both of a pair alike and
+//  leaves their ratio; the two medians taken apart would each land where
+//  the change put most of their samples. Samples are not modified.
+double worker_grade_speedup_paired (const double *cand_us, const double *base_us, size_t n,
+                                    double *lo, double *hi);
+
 //  --- adaptive timing: when timed runs may stop ---
 //  Timed runs go on until the speedup's ~95% interval (worker_grade_speedup)
 //  is tight enough or can no longer change the reward, within eval.timed
@@ -113,6 +124,10 @@ void worker_grade_stop_init (worker_grade_stop_t *rule, uint32_t max_runs, doubl
 //  ~6% more (so a long series costs O(n log^2 n), not O(n^2 log n)).
 worker_grade_stop_why_t worker_grade_stop_check (worker_grade_stop_t *rule, const double *cand_us,
                                                  const double *base_us, uint32_t n);
+
+//  The same for paired samples (worker_grade_speedup_paired's interval).
+worker_grade_stop_why_t worker_grade_stop_check_paired (worker_grade_stop_t *rule, const double *cand_us,
+                                                        const double *base_us, uint32_t n);
 
 //  The same with the baseline's samples counted apart (a baseline timed
 //  before the candidate, worker_grade_stop_baseline): ncand counts the runs.

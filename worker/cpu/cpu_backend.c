@@ -679,11 +679,14 @@ s_timing (s_exec_t *ex)
             cand_us [n] = (double) cns / 1000.0;
             base_us [n] = (double) bns / 1000.0;
             n++;
-            why = worker_grade_stop_check (&rule, cand_us, base_us, n);
+            why = worker_grade_stop_check_paired (&rule, cand_us, base_us, n);
         }
     }
-    ex->out->speedup = worker_grade_speedup (cand_us, n, base_us, n,
-                                             &ex->out->speedup_lo, &ex->out->speedup_hi);
+    //  Each round's two runs are a pair: their ratios, so a change of the
+    //  host's speed that outlasts a round moves neither the speedup nor its
+    //  interval.
+    ex->out->speedup = worker_grade_speedup_paired (cand_us, base_us, n,
+                                                    &ex->out->speedup_lo, &ex->out->speedup_hi);
     worker_grade_timing (&ex->out->candidate, cand_us, n);
     worker_grade_timing (&ex->out->baseline, base_us, n);
     ex->out->baseline_kind = ex->has_baseline? "baseline": "reference";

@@ -1418,7 +1418,10 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
             if (!ex->gpu)
                 base_us [n] = b * 1e6;
             n++;
-            why = worker_grade_stop_check_n (&rule, stop_us, n, base_us, ex->gpu? ex->base_n: n);
+            //  On the CPU, run i's two calls are a pair (side by side, who
+            //  goes first alternating): their ratios, not two medians apart.
+            why = ex->gpu? worker_grade_stop_check_n (&rule, stop_us, n, base_us, ex->base_n)
+                         : worker_grade_stop_check_paired (&rule, cand_us, base_us, n);
         }
     }
     ex->out->timing_stopped = worker_grade_stop_name (why);
@@ -1801,9 +1804,12 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
     }
     if (timing) {
         //  A GPU's baseline was timed beforehand (base_n runs); the CPU's beside each run.
+        //  The CPU's are pairs: their ratios (worker_grade_speedup_paired).
         uint32_t base_n = ex.gpu? ex.base_n: runs;
-        out->speedup = worker_grade_speedup (cand_us, runs, base_us, base_n,
-                                             &out->speedup_lo, &out->speedup_hi);
+        out->speedup = ex.gpu? worker_grade_speedup (cand_us, runs, base_us, base_n,
+                                                     &out->speedup_lo, &out->speedup_hi)
+                             : worker_grade_speedup_paired (cand_us, base_us, runs,
+                                                            &out->speedup_lo, &out->speedup_hi);
         worker_grade_timing (&out->candidate, cand_us, runs);
         worker_grade_timing (&out->baseline, base_us, base_n);
     }
