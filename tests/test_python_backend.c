@@ -9,6 +9,7 @@
 */
 #include "testutil.h"
 #include "sandbox_uid.h"
+#include "worker_backend.h"
 #include "worker_eval.h"
 #include "sandbox_dir.h"
 #include <limits.h>
@@ -104,6 +105,11 @@ START_TEST (test_correct_is_ok)
     s_expect (r, "ok", NULL);
     ck_assert (json_real_value (json_object_get (r, "speedup")) > 0);
     ck_assert_str_eq (json_string_value (json_object_get (r, "backend")), "cpu");
+    //  Both runners were pinned to the slot's CPU (docs/sandbox.md,
+    //  "Placement on the CPU").
+    json_t *cpu = json_object_get (json_object_get (r, "profile"), "cpu");
+    ck_assert_msg (json_is_integer (cpu), "profile.cpu: the runners were not pinned");
+    ck_assert_int_eq (json_integer_value (cpu), worker_backend_slot_cpu (0));
     json_decref (r);
 }
 END_TEST

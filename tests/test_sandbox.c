@@ -7,6 +7,7 @@
 #include "testutil.h"
 #include "sandbox.h"
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -288,6 +289,45 @@ START_TEST (test_lying_runner_refused)
 }
 END_TEST
 
+//  A runner's threads pinned to one CPU (sandbox_pin), as the kernel
+//  says; nothing to pin before the spawn, nor a CPU out of range.
+START_TEST (test_pin_to_one_cpu)
+{
+    cpu_set_t mine;
+    ck_assert_int_eq (sched_getaffinity (0, sizeof mine, &mine), 0);
+    int cpu = -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET (c, &mine))
+            cpu = c;                    //  the last this process may use
+    ck_assert_int_ge (cpu, 0);
+    char script [] = "/tmp/kgym-pin-XXXXXX";
+    int fd = mkstemp (script);
+    ck_assert_int_ge (fd, 0);
+    const char *text = "#!/bin/bash\nexec sleep 30\n";
+    ck_assert_int_eq (write (fd, text, strlen (text)), (ssize_t) strlen (text));
+    close (fd);
+    ck_assert_int_eq (chmod (script, 0755), 0);
+    sandbox_config_t cfg;
+    sandbox_config_default (&cfg);
+    cfg.runner_path = script;
+    char err [512] = "";
+    sandbox_t *sandbox = sandbox_new (&cfg, err, sizeof err);
+    ck_assert_ptr_nonnull (sandbox);
+    ck_assert_int_eq (sandbox_pin (sandbox, cpu), -1);
+    sandbox_spawn_t what = { .object_fd = -1, .out_fd = -1 };
+    ck_assert_int_eq (sandbox_spawn (sandbox, &what, err, sizeof err), 0);
+    ck_assert_int_eq (sandbox_pin (sandbox, -1), -1);
+    ck_assert_int_eq (sandbox_pin (sandbox, CPU_SETSIZE), -1);
+    ck_assert_int_eq (sandbox_pin (sandbox, cpu), 0);
+    cpu_set_t got;
+    ck_assert_int_eq (sched_getaffinity (sandbox_pid (sandbox), sizeof got, &got), 0);
+    ck_assert_int_eq (CPU_COUNT (&got), 1);
+    ck_assert (CPU_ISSET (cpu, &got));
+    sandbox_destroy (&sandbox);
+    unlink (script);
+}
+END_TEST
+
 START_TEST (test_exec_bad_program)
 {
     char dir [64];
@@ -343,6 +383,7 @@ s_suite (void)
     tcase_set_timeout (tc, 60);
     tcase_add_test (tc, test_runner_found);
     tcase_add_test (tc, test_host_caps);
+    tcase_add_test (tc, test_pin_to_one_cpu);
     tcase_add_test (tc, test_exec_output_and_status);
     tcase_add_test (tc, test_exec_output_truncated);
     tcase_add_test (tc, test_exec_timeout_kills_group);

@@ -1,7 +1,9 @@
 /*  worker_backend - what every backend shares beside the grading core:
-    the compile report of `kgym compile` and the memory a job may take.  */
+    the compile report of `kgym compile`, the memory a job may take and
+    the CPU a slot's programs run on.  */
 #include "worker_backend.h"
 #include "worker_eval.h"
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,19 @@ worker_compile_set (worker_compile_t *compile, const worker_grade_build_t *build
     snprintf (compile->key, sizeof compile->key, "%s", build->key? build->key: "");
     compile->cache_hit = build->cache_hit;
     compile->seconds = build->seconds;
+}
+
+int
+worker_backend_slot_cpu (int slot)
+{
+    cpu_set_t set;
+    if (slot < 0 || sched_getaffinity (0, sizeof set, &set) != 0 || CPU_COUNT (&set) < 1)
+        return -1;
+    int want = (2 * slot) % CPU_COUNT (&set), seen = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET (c, &set) && seen++ == want)
+            return c;
+    return -1;
 }
 
 uint64_t

@@ -55,6 +55,16 @@ void worker_compile_set (worker_compile_t *compile, const worker_grade_build_t *
 //  set, else half the machine's memory shared by `share` jobs at once.
 uint64_t worker_backend_job_bytes (const worker_eval_config_t *cfg, uint32_t share);
 
+//  The CPU a CPU backend's slot runs its job's programs on, all of them:
+//  the (2 slot)-th of the CPUs this process may use (a slot is two cores'
+//  worth), counted round; -1 when none can be named. One core for a job's
+//  programs, which take turns: a core's speed can change by half with what
+//  its sibling runs, apart from the other cores' (measured on a 2-vCPU VM:
+//  the same matmul 340 ms, or 600 ms for seconds at a time, on one vCPU and
+//  not the other), so a timed pair on one core meets the same host, and
+//  their ratio (worker_grade_speedup_paired) leaves it out.
+int worker_backend_slot_cpu (int slot);
+
 typedef struct {
     common_backend_info_t info;         //  name, targets, languages (what the task format accepts)
     const char *summary;                //  one line for --help: what it grades and where

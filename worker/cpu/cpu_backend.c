@@ -936,6 +936,14 @@ s_execute_once (cpu_backend_t *self, cpu_backend_job_t *cjob, worker_outcome_t *
     }
     if (s_start_runners (&ex, cjob))
         goto done;
+    //  The job's programs take turns on one core (worker_backend_slot_cpu).
+    int cpu = worker_backend_slot_cpu (slot);
+    for (int p = 0; p < 3 && cpu >= 0; p++)
+        if (ex.prog [p].runner && cpu_runner_pin (ex.prog [p].runner, cpu) != 0) {
+            log_debug ("cpu", "the %s's runner not pinned to CPU %d: each where the host puts it",
+                       s_prog_names [p], cpu);
+            break;
+        }
     snprintf (out->sandbox, sizeof out->sandbox, "%s", cpu_runner_caps (ex.prog [PROG_CANDIDATE].runner));
     if (s_correctness (&ex) == 0 && !ex.job->eval.check_sizes_only
     &&  s_timing (&ex) == 0 && s_nothing_outside (&ex) == 0 && ex.job->eval.profile)

@@ -478,6 +478,12 @@ cpu_runner_alive (cpu_runner_t *self)
     return self && self->alive && sandbox_pid (self->sandbox) != 0;
 }
 
+int
+cpu_runner_pin (cpu_runner_t *self, int cpu)
+{
+    return self && self->alive? sandbox_pin (self->sandbox, cpu): -1;
+}
+
 const char *
 cpu_runner_caps (cpu_runner_t *self)
 {

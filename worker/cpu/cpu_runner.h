@@ -85,6 +85,9 @@ uint64_t cpu_runner_cpu_ns (cpu_runner_t *self);
 //  False once the runner has died or was killed.
 bool cpu_runner_alive (cpu_runner_t *self);
 
+//  Every thread of the runner on one CPU (sandbox_pin). 0 or -1.
+int cpu_runner_pin (cpu_runner_t *self, int cpu);
+
 //  Caps in force for this runner, JSON object text (borrowed): built by the
 //  sandbox from what it set up and saw of the runner, never from the runner.
 const char *cpu_runner_caps (cpu_runner_t *self);

@@ -61,6 +61,7 @@
 #include "worker_cache.h"
 #include "common_hash.h"
 #include <dirent.h>
+#include <sched.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -183,6 +184,7 @@ typedef struct {
     uint32_t ngap;
     double last_wall_s;             //  the last timed call's wall time (the candidate's)
     double wall_factor;             //  what s_wall_floor scaled the timed runs by (0: nothing)
+    int cpu;                        //  the CPU both runners share (a CPU job), -1: not pinned
     double inputs_excess_us;        //  the median of C's inputs requests' time beyond R's
     uint32_t base_n;                //  the baseline's timed runs made beforehand (GPU)
     double used_s;                  //  the candidate's time so far (its budget)
@@ -1720,6 +1722,7 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
     ex.task = pjob->job->task;
     ex.out = out;
     ex.seed = pjob->seed;
+    ex.cpu = -1;
     randombytes_buf (&ex.time_seed, sizeof ex.time_seed);
     ex.target = ex.task->backend;
     ex.gpu = strcmp (ex.target, "cpu") != 0;
@@ -1777,6 +1780,16 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
     if (!out->extra)
         out->extra = json_object ();
     json_object_set_new (out->extra, "runners_ahead", json_boolean (ref_ahead && cand_ahead));
+    //  On the CPU both runners share one core (worker_backend_slot_cpu).
+    //  They never compute at once: the candidate is stopped during the
+    //  baseline's calls, the reference waits during the candidate's.
+    if (!ex.gpu) {
+        int cpu = worker_backend_slot_cpu (slot);
+        if (cpu >= 0 && python_proc_pin (ex.ref, cpu) == 0 && python_proc_pin (ex.cand, cpu) == 0)
+            ex.cpu = cpu;
+        else
+            log_debug ("python", "runners not pinned to one CPU (%d): each where the host puts it", cpu);
+    }
     //  A GPU's next runners import torch now, on the host's other cores;
     //  they touch the GPU only after this job's timed runs.
     if (self->prewarm && ex.gpu)
@@ -1821,6 +1834,8 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
                                  : "the supervisor's wall clock around each call (the baseline's "
                                    "the same way)");
     json_object_set_new (profile, "timing_fallbacks", json_integer (ex.fallbacks));
+    if (ex.cpu >= 0)
+        json_object_set_new (profile, "cpu", json_integer (ex.cpu));
     if (ex.fallbacks)
         json_object_set_new (profile, "timing_fallback_why", json_string (ex.fallback_why));
     if (ex.gpu) {

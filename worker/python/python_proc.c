@@ -10,7 +10,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <sched.h>
-#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -478,25 +477,24 @@ python_proc_sweep (void)
     return removed;
 }
 
+static int
+s_idle_thread (pid_t tid, void *arg)
+{
+    (void) arg;
+    struct sched_param param = { .sched_priority = 0 };
+    return sched_setscheduler (tid, SCHED_IDLE, &param);
+}
+
 int
 python_proc_idle (python_proc_t *self)
 {
-    char path [64];
-    snprintf (path, sizeof path, "/proc/%d/task", sandbox_pid (self->sandbox));
-    DIR *dir = sandbox_pid (self->sandbox) > 0? opendir (path): NULL;
-    if (!dir)
-        return -1;
-    int rc = 0, threads = 0;
-    struct dirent *ent;
-    struct sched_param param = { .sched_priority = 0 };
-    while ((ent = readdir (dir)))
-        if (ent->d_name [0] != '.') {
-            threads++;
-            if (sched_setscheduler (atoi (ent->d_name), SCHED_IDLE, &param) != 0)
-                rc = -1;
-        }
-    closedir (dir);
-    return threads? rc: -1;
+    return sandbox_threads (self->sandbox, s_idle_thread, NULL);
+}
+
+int
+python_proc_pin (python_proc_t *self, int cpu)
+{
+    return sandbox_pin (self->sandbox, cpu);
 }
 
 uid_t

@@ -81,6 +81,10 @@ int python_proc_sweep (void);
 //  nothing else wants. 0, or -1 when a thread could not be lowered.
 int python_proc_idle (python_proc_t *self);
 
+//  Every thread of the runner on one CPU (threads it starts later inherit
+//  it). 0, or -1 when a thread could not be moved.
+int python_proc_pin (python_proc_t *self, int cpu);
+
 //  The uid it runs as, seen from the host (its own, from the sandbox's range,
 //  when the worker is root; the worker's own otherwise).
 uid_t python_proc_uid (python_proc_t *self);

@@ -15,6 +15,7 @@
 #include "sandbox_find.h"
 #include "sandbox_uid.h"
 #include "common_log.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -596,6 +597,44 @@ int
 sandbox_pid (sandbox_t *self)
 {
     return self && !self->reaped? self->pid: 0;
+}
+
+int
+sandbox_threads (sandbox_t *self, int (*fn) (pid_t tid, void *arg), void *arg)
+{
+    int pid = sandbox_pid (self);
+    char path [64];
+    snprintf (path, sizeof path, "/proc/%d/task", pid);
+    DIR *dir = pid > 0? opendir (path): NULL;
+    if (!dir)
+        return -1;
+    int rc = 0, threads = 0;
+    struct dirent *ent;
+    while ((ent = readdir (dir)))
+        if (ent->d_name [0] != '.') {
+            threads++;
+            if (fn ((pid_t) atoi (ent->d_name), arg) != 0)
+                rc = -1;
+        }
+    closedir (dir);
+    return threads? rc: -1;
+}
+
+static int
+s_pin_thread (pid_t tid, void *arg)
+{
+    return sched_setaffinity (tid, sizeof (cpu_set_t), (cpu_set_t *) arg);
+}
+
+int
+sandbox_pin (sandbox_t *self, int cpu)
+{
+    if (cpu < 0 || cpu >= CPU_SETSIZE)
+        return -1;
+    cpu_set_t set;
+    CPU_ZERO (&set);
+    CPU_SET (cpu, &set);
+    return sandbox_threads (self, s_pin_thread, &set);
 }
 
 int

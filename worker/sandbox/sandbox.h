@@ -108,6 +108,15 @@ int sandbox_pid (sandbox_t *self);
 //  Signal the whole process group (SIGSTOP, SIGCONT...). 0 or -1.
 int sandbox_signal (sandbox_t *self, int sig);
 
+//  Apply fn to every thread of the runner's process (each tid as this
+//  side's /proc names it). 0 when fn returned 0 for each; -1 otherwise, or
+//  when there was none.
+int sandbox_threads (sandbox_t *self, int (*fn) (pid_t tid, void *arg), void *arg);
+
+//  Every thread of the runner's process on one CPU (the threads it starts
+//  later inherit it). 0, or -1 when one could not be moved.
+int sandbox_pin (sandbox_t *self, int cpu);
+
 //  Stop the group (SIGSTOP) and wait until the runner is seen stopped.
 //  0 stopped; -1 when it exited instead or did not stop in timeout_s (it is
 //  then killed and reaped).
