@@ -12,6 +12,7 @@
 */
 #include "testutil.h"
 #include "echo_backend.h"
+#include "worker_backend.h"
 #include "worker_eval.h"
 #include "worker_registry.h"
 #include "worker_server.h"
@@ -20,6 +21,7 @@
 #include "common_log.h"
 #include "proto_msg.h"
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,6 +120,26 @@ s_teardown (void)
 
 //  --------------------------------------------------------------------------
 //  The registry and the task format
+
+//  Slots' CPUs: every CPU this process may use, each once, for as many
+//  slots as there are CPUs (every other one first); none for no slot.
+START_TEST (test_slot_cpus_spread)
+{
+    cpu_set_t mine, seen;
+    ck_assert_int_eq (sched_getaffinity (0, sizeof mine, &mine), 0);
+    CPU_ZERO (&seen);
+    int count = CPU_COUNT (&mine);
+    for (int slot = 0; slot < count; slot++) {
+        int cpu = worker_backend_slot_cpu (slot);
+        ck_assert_int_ge (cpu, 0);
+        ck_assert_msg (CPU_ISSET (cpu, &mine), "slot %d: CPU %d is not this process's", slot, cpu);
+        ck_assert_msg (!CPU_ISSET (cpu, &seen), "slot %d: CPU %d twice", slot, cpu);
+        CPU_SET (cpu, &seen);
+    }
+    ck_assert_int_eq (worker_backend_slot_cpu (count), worker_backend_slot_cpu (0));
+    ck_assert_int_eq (worker_backend_slot_cpu (-1), -1);
+}
+END_TEST
 
 START_TEST (test_registry_lists_the_echo_backend)
 {
@@ -498,6 +520,7 @@ main (void)
     tcase_add_checked_fixture (seam, s_setup, s_teardown);
     tcase_set_timeout (seam, 120);
     tcase_add_test (seam, test_registry_lists_the_echo_backend);
+    tcase_add_test (seam, test_slot_cpus_spread);
     tcase_add_test (seam, test_task_format_accepts_echo_and_rejects_other_languages);
     tcase_add_test (seam, test_echo_ok_with_speedup_and_reward);
     tcase_add_test (seam, test_echo_baseline_times_against_the_baseline);

@@ -42,7 +42,10 @@ worker_backend_slot_cpu (int slot)
     cpu_set_t set;
     if (slot < 0 || sched_getaffinity (0, sizeof set, &set) != 0 || CPU_COUNT (&set) < 1)
         return -1;
-    int want = (2 * slot) % CPU_COUNT (&set), seen = 0;
+    //  Every other CPU first (slots are two cores' worth), then the ones
+    //  between: more slots than half the CPUs still spread over all.
+    int count = CPU_COUNT (&set), half = (count + 1) / 2, k = slot % count;
+    int want = k < half? 2 * k: 2 * (k - half) + 1, seen = 0;
     for (int c = 0; c < CPU_SETSIZE; c++)
         if (CPU_ISSET (c, &set) && seen++ == want)
             return c;

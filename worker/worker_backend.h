@@ -56,8 +56,9 @@ void worker_compile_set (worker_compile_t *compile, const worker_grade_build_t *
 uint64_t worker_backend_job_bytes (const worker_eval_config_t *cfg, uint32_t share);
 
 //  The CPU a CPU backend's slot runs its job's programs on, all of them:
-//  the (2 slot)-th of the CPUs this process may use (a slot is two cores'
-//  worth), counted round; -1 when none can be named. One core for a job's
+//  of the CPUs this process may use, the (2 slot)-th while there are, then
+//  the ones between (a slot is two cores' worth; more slots still spread
+//  over all); -1 when none can be named. One core for a job's
 //  programs, which take turns: a core's speed can change by half with what
 //  its sibling runs, apart from the other cores' (measured on a 2-vCPU VM:
 //  the same matmul 340 ms, or 600 ms for seconds at a time, on one vCPU and
