@@ -257,17 +257,13 @@ START_TEST (test_python_kind)
 }
 END_TEST
 
-//  A program that says "confined" without being so is refused: the
-//  supervisor looks at it, it does not take its word.
-START_TEST (test_lying_runner_refused)
+//  A sandbox whose runner is a script of text, written to a new file made
+//  from the template script (the caller unlinks it).
+static sandbox_t *
+s_script_sandbox (char *script, const char *text)
 {
-    char script [] = "/tmp/kgym-liar-XXXXXX";
     int fd = mkstemp (script);
     ck_assert_int_ge (fd, 0);
-    const char *text = "#!/bin/bash\n"
-                       "while [ $# -gt 0 ]; do [ \"$1\" = --sync ] && fd=$2; shift; done\n"
-                       "eval \"echo confined >&$fd\"\n"
-                       "exec sleep 30\n";
     ck_assert_int_eq (write (fd, text, strlen (text)), (ssize_t) strlen (text));
     close (fd);
     ck_assert_int_eq (chmod (script, 0755), 0);
@@ -276,7 +272,21 @@ START_TEST (test_lying_runner_refused)
     cfg.runner_path = script;
     char err [512] = "";
     sandbox_t *sandbox = sandbox_new (&cfg, err, sizeof err);
-    ck_assert_ptr_nonnull (sandbox);
+    ck_assert_msg (sandbox, "sandbox_new: %s", err);
+    return sandbox;
+}
+
+//  A program that says "confined" without being so is refused: the
+//  supervisor looks at it, it does not take its word.
+START_TEST (test_lying_runner_refused)
+{
+    char script [] = "/tmp/kgym-liar-XXXXXX";
+    sandbox_t *sandbox = s_script_sandbox (script,
+        "#!/bin/bash\n"
+        "while [ $# -gt 0 ]; do [ \"$1\" = --sync ] && fd=$2; shift; done\n"
+        "eval \"echo confined >&$fd\"\n"
+        "exec sleep 30\n");
+    char err [512] = "";
     sandbox_spawn_t what = { .object_fd = -1, .out_fd = -1 };
     ck_assert_int_eq (sandbox_spawn (sandbox, &what, err, sizeof err), 0);
     ck_assert_int_eq (sandbox_confirm (sandbox, 10.0, err, sizeof err), -1);
@@ -301,18 +311,8 @@ START_TEST (test_pin_to_one_cpu)
             cpu = c;                    //  the last this process may use
     ck_assert_int_ge (cpu, 0);
     char script [] = "/tmp/kgym-pin-XXXXXX";
-    int fd = mkstemp (script);
-    ck_assert_int_ge (fd, 0);
-    const char *text = "#!/bin/bash\nexec sleep 30\n";
-    ck_assert_int_eq (write (fd, text, strlen (text)), (ssize_t) strlen (text));
-    close (fd);
-    ck_assert_int_eq (chmod (script, 0755), 0);
-    sandbox_config_t cfg;
-    sandbox_config_default (&cfg);
-    cfg.runner_path = script;
+    sandbox_t *sandbox = s_script_sandbox (script, "#!/bin/bash\nexec sleep 30\n");
     char err [512] = "";
-    sandbox_t *sandbox = sandbox_new (&cfg, err, sizeof err);
-    ck_assert_ptr_nonnull (sandbox);
     ck_assert_int_eq (sandbox_pin (sandbox, cpu), -1);
     sandbox_spawn_t what = { .object_fd = -1, .out_fd = -1 };
     ck_assert_int_eq (sandbox_spawn (sandbox, &what, err, sizeof err), 0);
