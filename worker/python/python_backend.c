@@ -1358,8 +1358,21 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
         //  in the call's own request; on the CPU in a request of their own,
         //  and it is stopped from its reply until its call (the baseline's
         //  call, the poisoning: a thread it started would run meanwhile).
-        if (s_reference_timed (ex, seed, &ref_in)
-        ||  (!ex->gpu && s_inputs_timed (ex, ex->cand, seed, &cand_in))) {
+        //  On the CPU C is stopped while R makes its inputs too: they are
+        //  timed, and what C's inputs may take is held against them (a
+        //  thread of C's spinning beside them, on their core, would buy it
+        //  that much work ahead).
+        if (!ex->gpu && python_proc_stop (ex->cand)) {
+            worker_outcome_fail (ex->out, STATUS_RUNTIME_ERROR, "the candidate's runner "
+                                 "exited or could not be stopped (%s)", when);
+            free (wall_us);
+            free (in_us);
+            return -1;
+        }
+        int ref_rc = s_reference_timed (ex, seed, &ref_in);
+        if (!ex->gpu)
+            python_proc_continue (ex->cand);
+        if (ref_rc || (!ex->gpu && s_inputs_timed (ex, ex->cand, seed, &cand_in))) {
             free (wall_us);
             free (in_us);
             return -1;
