@@ -1318,6 +1318,17 @@ s_reference_timed (s_exec_t *ex, uint64_t seed, double *in_s)
         || s_reference_call (ex, true, false, S_CHECKED, NULL, NULL, NULL);
 }
 
+//  Stop C (SIGSTOP, seen stopped). 0, or -1 with the verdict set.
+static int
+s_cand_stop (s_exec_t *ex, const char *when)
+{
+    if (python_proc_stop (ex->cand) == 0)
+        return 0;
+    worker_outcome_fail (ex->out, STATUS_RUNTIME_ERROR, "the candidate's runner exited or could "
+                         "not be stopped (%s)", when);
+    return -1;
+}
+
 //  The candidate's timed runs. On the CPU the baseline's are interleaved
 //  with them, on the same inputs, the candidate stopped meanwhile: both
 //  meet the same load (a host's load changes faster than a phase lasts).
@@ -1362,9 +1373,7 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
         //  timed, and what C's inputs may take is held against them (a
         //  thread of C's spinning beside them, on their core, would buy it
         //  that much work ahead).
-        if (!ex->gpu && python_proc_stop (ex->cand)) {
-            worker_outcome_fail (ex->out, STATUS_RUNTIME_ERROR, "the candidate's runner "
-                                 "exited or could not be stopped (%s)", when);
+        if (!ex->gpu && s_cand_stop (ex, when)) {
             free (wall_us);
             free (in_us);
             return -1;
@@ -1372,14 +1381,8 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
         int ref_rc = s_reference_timed (ex, seed, &ref_in);
         if (!ex->gpu)
             python_proc_continue (ex->cand);
-        if (ref_rc || (!ex->gpu && s_inputs_timed (ex, ex->cand, seed, &cand_in))) {
-            free (wall_us);
-            free (in_us);
-            return -1;
-        }
-        if (!ex->gpu && python_proc_stop (ex->cand)) {
-            worker_outcome_fail (ex->out, STATUS_RUNTIME_ERROR, "the candidate's runner "
-                                 "exited or could not be stopped (%s)", when);
+        if (ref_rc
+        ||  (!ex->gpu && (s_inputs_timed (ex, ex->cand, seed, &cand_in) || s_cand_stop (ex, when)))) {
             free (wall_us);
             free (in_us);
             return -1;
@@ -1391,9 +1394,7 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
                     continue;
                 //  C is stopped during the baseline's call (still, when it
                 //  comes first; again, when it comes after C's call).
-                if (turn == 1 && python_proc_stop (ex->cand)) {
-                    worker_outcome_fail (ex->out, STATUS_RUNTIME_ERROR, "the candidate's runner "
-                                         "exited or could not be stopped (%s)", when);
+                if (turn == 1 && s_cand_stop (ex, when)) {
                     free (wall_us);
                     free (in_us);
                     return -1;
