@@ -340,7 +340,8 @@ END_TEST
     "        return y\n"
 
 //  Trust: a lazy tensor subclass, a view of its input, or an input changed
-//  in place are not a computed output.
+//  in place are not a computed output; the inputs are read where the call
+//  copied them, not asked of the candidate's process.
 START_TEST (test_not_a_plain_output)
 {
     json_t *r = s_grade (HEAD
@@ -352,7 +353,23 @@ START_TEST (test_not_a_plain_output)
     s_expect (r, "incorrect", "plain torch.Tensor");
     json_decref (r);
     r = s_grade (HEAD "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x.relu_()\n");
-    s_expect (r, "incorrect", "input 0 was modified");
+    s_expect (r, "incorrect", "input 0 was not the reference's after the candidate's call");
+    json_decref (r);
+    //  The same, with whatever its process could answer about its inputs
+    //  made to say "unchanged": torch.equal (what a runner comparing them
+    //  with a copy would call) always true, and every method of the
+    //  runner's with "input" or "unchanged" in its name patched likewise.
+    r = s_grade (HEAD
+        "import sys\n"
+        "torch.equal = lambda a, b: True\n"
+        "for name, mod in list(sys.modules.items()):\n"
+        "    for v in list(vars(mod).values()) if name == '__main__' else []:\n"
+        "        if isinstance(v, type):\n"
+        "            for m in list(vars(v)):\n"
+        "                if 'unchanged' in m:\n"
+        "                    setattr(v, m, lambda self, req: {'changed': []})\n"
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x.relu_()\n");
+    s_expect (r, "incorrect", "input 0 was not the reference's after the candidate's call");
     json_decref (r);
     r = s_grade (HEAD "class ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(x).double()\n");
     s_expect (r, "incorrect", "dtype");

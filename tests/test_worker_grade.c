@@ -240,6 +240,49 @@ START_TEST (test_paired_speedup_across_a_change_of_speed)
 }
 END_TEST
 
+//  Pairs whose second call is slower (the first's data pushed the second's
+//  out of the caches), who goes first alternating: the runs' ratios fall in
+//  two clusters, 1.4x apart; each round of two, one of each order, cancels
+//  it. The same program on both sides reads 1, a 2x faster one 2, and the
+//  stop rule finds them precise.
+START_TEST (test_paired_order_effect_cancelled)
+{
+    for (int c = 0; c < 2; c++) {
+        double truth = c? 2.0: 1.0;
+        double cand [41], base [41], ratio [41];
+        uint64_t state = 0xC0FFEEull + (uint64_t) c;
+        worker_grade_stop_t rule;
+        worker_grade_stop_init (&rule, 41, 4.0);
+        worker_grade_stop_why_t why = GRADE_STOP_NONE;
+        uint32_t n = 0;
+        while (why == GRADE_STOP_NONE) {
+            bool base_first = n % 2 == 0;
+            cand [n] = 450.0 / truth * (base_first? 1.4: 1.0) * (1 + 0.002 * s_jitter (&state));
+            base [n] = 450.0 * (base_first? 1.0: 1.4) * (1 + 0.002 * s_jitter (&state));
+            ratio [n] = base [n] / cand [n];
+            n++;
+            why = worker_grade_stop_check_paired (&rule, cand, base, n);
+        }
+        ck_assert_int_eq (why, GRADE_STOP_PRECISE);
+        double lo, hi;
+        double speedup = worker_grade_speedup_paired (cand, base, n, &lo, &hi);
+        ck_assert_double_eq_tol (speedup, truth, truth * 0.005);
+        ck_assert (lo <= speedup && speedup <= hi && hi - lo < truth * 0.02);
+        //  The runs' ratios alone: two clusters, ~0.71 and ~1.4 of the truth.
+        uint32_t low = 0;
+        for (uint32_t i = 0; i < n; i++)
+            low += ratio [i] < truth;
+        ck_assert (low > 0 && low < n);
+        for (uint32_t i = 0; i < n; i++)
+            ck_assert (fabs (ratio [i] / truth - 1) > 0.25);
+    }
+    //  One run: its ratio; an odd last run is left out.
+    double c1 [3] = { 100, 100, 100 }, b1 [3] = { 150, 100, 400 };
+    ck_assert_double_eq_tol (worker_grade_speedup_paired (c1, b1, 1, NULL, NULL), 1.5, 1e-12);
+    ck_assert_double_eq_tol (worker_grade_speedup_paired (c1, b1, 3, NULL, NULL), sqrt (1.5), 1e-12);
+}
+END_TEST
+
 //  The stop rule on paired samples: stable pairs stop precise; pairs whose
 //  host speed changes every few runs still do (their ratios stay put).
 START_TEST (test_paired_stop_rule)
@@ -287,6 +330,7 @@ main (void)
     tcase_add_test (tc, test_speedup_interval_holds_the_speedup);
     tcase_add_test (tc, test_paired_speedup_across_a_change_of_speed);
     tcase_add_test (tc, test_paired_stop_rule);
+    tcase_add_test (tc, test_paired_order_effect_cancelled);
     suite_add_tcase (suite, tc);
     return testutil_run_suite (suite);
 }

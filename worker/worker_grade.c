@@ -198,10 +198,15 @@ worker_grade_speedup_paired (const double *cand_us, const double *base_us, size_
     double *ratio = n? malloc (n * sizeof (double)): NULL;
     if (!ratio)
         return 0;
+    //  Runs 2k and 2k + 1 make a round, one in each order: the geometric mean
+    //  of their ratios leaves out what going second costs (or gains). A last
+    //  run without its other half is left out, unless it is the only one.
     size_t m = 0;
-    for (size_t i = 0; i < n; i++)
-        if (cand_us [i] > 0 && base_us [i] > 0)
-            ratio [m++] = base_us [i] / cand_us [i];
+    for (size_t k = 0; k + 1 < n; k += 2)
+        if (cand_us [k] > 0 && base_us [k] > 0 && cand_us [k + 1] > 0 && base_us [k + 1] > 0)
+            ratio [m++] = sqrt ((base_us [k] / cand_us [k]) * (base_us [k + 1] / cand_us [k + 1]));
+    if (n == 1 && cand_us [0] > 0 && base_us [0] > 0)
+        ratio [m++] = base_us [0] / cand_us [0];
     double speedup = 0;
     if (m) {
         qsort (ratio, m, sizeof (double), s_compare_double);

@@ -71,13 +71,19 @@ double worker_grade_speedup (double *cand_us, size_t ncand, double *base_us, siz
                              double *lo, double *hi);
 
 //  The speedup of paired samples: run i's candidate and baseline timed side
-//  by side (their order alternating), n of each. The median of the runs'
-//  ratios base_i / cand_i (0 when none is positive), with lo and hi (may be
-//  NULL) the ratios' order-statistic interval at about 95% (as for one
-//  median). A change of the host's speed that lasts longer than a run
-//  (another tenant, memory reclaim, clocks) moves both of a pair alike and
-//  leaves their ratio; the two medians taken apart would each land where
-//  the change put most of their samples. Samples are not modified.
+//  by side, who goes first alternating from run to run, n of each. Runs 2k
+//  and 2k + 1 are a round, one of each order; a round's ratio is the
+//  geometric mean of its runs' ratios base_i / cand_i. The speedup is the
+//  median of the rounds' ratios (0 when none is positive; n = 1: the one
+//  run's ratio), with lo and hi (may be NULL) their order-statistic interval
+//  at about 95% (as for one median). A change of the host's speed that
+//  lasts longer than a run (another tenant, memory reclaim, clocks) moves
+//  both of a pair alike and leaves their ratio; the two medians taken apart
+//  would each land where the change put most of their samples. What going
+//  second costs (the first call's data evicted the second's from the
+//  caches: 1.3-1.8x for a 1 MB ReLU here) is cancelled within a round;
+//  the runs' ratios alone would fall in two clusters, their median between
+//  them by chance. Samples are not modified.
 double worker_grade_speedup_paired (const double *cand_us, const double *base_us, size_t n,
                                     double *lo, double *hi);
 

@@ -24,12 +24,16 @@ Requests (op) and replies:
   size     {constants, seed, compile?}  build the model for one size (and torch.compile of it
                                     for a "compile" baseline)      -> {ok} | {error, ...}
   inputs   {seed}                   make the inputs of one run     -> {ok, inputs: [meta]}
-  call     {slots?, profile?, events?, baseline?}  run forward (the compiled baseline's), copy its
-                                    outputs to the slots given (or from offset 0); profile: the
-                                    kernels it ran (gpu: {span_us, kernels}); events: its GPU time
-                                    on the current stream (gpu: {event_us})
-                                    -> {outputs: [meta], gpu?: {...}} | {error, kind, traceback}
-  inputs_unchanged {}               -> {changed: [index]}
+  call     {slots?, profile?, events?, baseline?, inputs?}  run forward (the compiled baseline's),
+                                    copy its outputs to the slots given (or from offset 0), and with
+                                    inputs its inputs as they are after the call, each from the next
+                                    multiple of 64 after the outputs (the supervisor compares them
+                                    with the reference's: an input changed by the call, or not made
+                                    by get_inputs, shows there); profile: the kernels it ran (gpu:
+                                    {span_us, kernels}); events: its GPU time on the current stream
+                                    (gpu: {event_us})
+                                    -> {outputs: [meta], inputs_at?, inputs?: [meta], gpu?: {...}}
+                                       | {error, kind, traceback}
   flush    {}                       write over the GPU's L2 (the reference process only)
   copy     {nbytes, repeat}         time copying nbytes into the shared memory -> {seconds: [..]}
   exit
@@ -116,7 +120,6 @@ class Runner:
         self.cand = None
         self.model = None
         self.inputs = None
-        self.pristine = None
         self.entry = "Model"
         self.candidate_entry = "ModelNew"
         self.cast = None
@@ -304,7 +307,6 @@ class Runner:
                     value = value.to(self.cast)
             inputs.append(value)
         self.inputs = inputs
-        self.pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
         if self.device == "cuda":
             torch.cuda.synchronize()
         return {"ok": True, "inputs": [self.meta(v) for v in inputs]}
@@ -367,14 +369,26 @@ class Runner:
                     offset += (m.get("nbytes", 0) + 63) // 64 * 64
             if len(slots) != len(outputs):
                 return {"outputs": metas, "gpu": gpu}
-            shm = self.mapped(max((s["offset"] + s["nbytes"] for s in slots), default=0))
-            for value, m, slot in zip(outputs, metas, slots):
-                if m["kind"] != "tensor" or m["nbytes"] != slot["nbytes"] or not m["nbytes"]:
-                    continue
+            end = max((s["offset"] + s["nbytes"] for s in slots), default=0)
+            copies = [(value, slot["offset"]) for value, m, slot in zip(outputs, metas, slots)
+                      if m["kind"] == "tensor" and m["nbytes"] == slot["nbytes"] and m["nbytes"]]
+            #  The inputs after the call, from the first multiple of 64 after the outputs.
+            inputs_at = in_metas = None
+            if req.get("inputs"):
+                inputs_at = at = (end + 63) // 64 * 64
+                in_metas = [self.meta(v) for v in self.inputs or []]
+                for value, m in zip(self.inputs or [], in_metas):
+                    if m["kind"] == "tensor" and m["nbytes"]:
+                        copies.append((value, at))
+                        at = (at + m["nbytes"] + 63) // 64 * 64
+                end = max(end, at)
+            shm = self.mapped(end)
+            for value, offset in copies:
                 flat = value.detach().contiguous().view(-1)
                 if flat.dtype == torch.bool:
                     flat = flat.to(torch.uint8)
-                dst = torch.frombuffer(shm, dtype=torch.uint8, count=slot["nbytes"], offset=slot["offset"])
+                dst = torch.frombuffer(shm, dtype=torch.uint8, count=flat.numel() * flat.element_size(),
+                                       offset=offset)
                 dst.copy_(flat.view(torch.uint8))
             if self.device == "cuda" and slots:
                 torch.cuda.synchronize()    # every copy landed (into pinned memory, too) before the reply
@@ -383,6 +397,8 @@ class Runner:
                 gpu["phases_us"] = [round((b - a) * 1e6, 1) for a, b in zip(marks, marks[1:])]
                 gpu["pinned"] = bool(getattr(self, "pinned", None))
             reply = {"outputs": metas}
+            if inputs_at is not None:
+                reply["inputs_at"], reply["inputs"] = inputs_at, in_metas
             if gpu is not None:
                 reply["gpu"] = gpu
             return reply
@@ -426,17 +442,6 @@ class Runner:
             last = max(e for _, e in kernel_spans)
             busy = last - first
         return {"span_us": busy, "kernels": kernels}
-
-    def op_inputs_unchanged(self, req):
-        import torch
-        changed = []
-        for i, (now, was) in enumerate(zip(self.inputs or [], self.pristine or [])):
-            if isinstance(was, torch.Tensor):
-                same = (isinstance(now, torch.Tensor) and now.shape == was.shape and now.dtype == was.dtype
-                        and bool(torch.equal(now.detach(), was)))
-                if not same:
-                    changed.append(i)
-        return {"changed": changed}
 
     def op_flush(self, req):
         import torch
@@ -503,7 +508,7 @@ class Runner:
                 pass
         self.channel.send(info)
         ops = {"load": self.op_load, "build": self.op_build, "size": self.op_size, "inputs": self.op_inputs, "call": self.op_call,
-               "inputs_unchanged": self.op_inputs_unchanged, "flush": self.op_flush, "copy": self.op_copy}
+               "flush": self.op_flush, "copy": self.op_copy}
         while True:
             try:
                 req = self.channel.recv()
@@ -517,6 +522,20 @@ class Runner:
                 self.channel.send({"error": f"unknown op {op!r}", "kind": "internal"})
                 continue
             self.channel.send(handler(req))
+
+
+def steady_malloc():
+    """Keep freed memory in the process (glibc's malloc): no trim of the heap's top, no mmap for
+    blocks under 32 MiB. Otherwise a call's tensors land, call after call, on pages given back to
+    the kernel after the last one, or not, as the heap's state goes, and the page faults (ms at a
+    few MB) fall on one program's call and not the other's."""
+    import ctypes
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-1, 2 ** 31 - 1)      # M_TRIM_THRESHOLD
+        libc.mallopt(-3, 32 << 20)         # M_MMAP_THRESHOLD (glibc's most)
+    except (OSError, AttributeError):
+        pass
 
 
 def main(argv):
@@ -550,6 +569,7 @@ def main(argv):
     sys.dont_write_bytecode = True
     sys.path.insert(0, work)
     os.chdir(work)
+    steady_malloc()
     runner = Runner(args)
     return runner.serve()
 

@@ -81,6 +81,7 @@
 #define CALIBRATIONS    7           //  calls timed to know the cost of the reply and the copy
 #define SAMPLES         4096        //  output positions read the moment a reply arrives
 #define MAX_OUTPUTS     16          //  tensors a forward may return
+#define MAX_INPUTS      64          //  get_inputs() values whose bytes are compared
 #define WALL_FACTOR     3.0         //  candidate wall time allowed per second of its budget
 #define PROFILED_CALLS  3           //  untimed profiled calls that give a side's kernel table
 #define OVER_MAX        256         //  samples of the reference's overhead kept
@@ -174,6 +175,14 @@ typedef struct {
     size_t nslots;
     uint8_t *expected;              //  the reference's outputs, in R's mapping (see s_reference_call)
     size_t expected_size;           //  their bytes, 0 before the first
+    //  R's inputs after its kept call, as it copied them behind its outputs
+    //  (when the call copied them: ref_in_at > 0): what C's must equal after
+    //  its call. Offsets from ref_in_at (C's from the end of its outputs).
+    uint64_t ref_in_at;
+    uint64_t in_rel [MAX_INPUTS], in_nbytes [MAX_INPUTS];
+    size_t in_esize [MAX_INPUTS];
+    size_t nin;
+    uint64_t in_span;               //  from the first input's start to the last's end
     worker_grade_tolerance_t tol;
     double over_s;                  //  a timed call's wall time beyond its GPU time (R's median)
     double over_dev_s;              //  its spread (1.4826 MAD: a standard deviation, robustly)
@@ -425,6 +434,19 @@ s_inputs_floor (s_exec_t *ex, double *cand_us, double *wall_us, const double *in
 //  ran, for the kernel tables and the wrapper check; not timed).
 typedef enum { S_CHECKED, S_TIMED, S_PROFILED } s_how_t;
 
+//  Whether a call copies its inputs out after it (the reference's and the
+//  candidate's alike, so both are timed alike), for the candidate's to be
+//  compared with the reference's: every call but a timed one on a GPU. A
+//  GPU kernel's time gains nothing from writing over its inputs (the same
+//  bytes move either way), and a timed call's copies there are GBs of wall
+//  time at KernelBench's shapes, the clock's noise; on the CPU an output
+//  not allocated is time saved.
+static bool
+s_copies_inputs (const s_exec_t *ex, s_how_t how)
+{
+    return !ex->gpu || how != S_TIMED;
+}
+
 //  Where the current outputs end in a runner's shared memory.
 static uint64_t
 s_slots_end (const s_exec_t *ex)
@@ -445,14 +467,17 @@ s_slots_end (const s_exec_t *ex)
 //  R, and R writes there only when told. A call that does not keep (the
 //  baseline, timed on the CPU between the reference's call and the
 //  candidate's) writes its outputs beyond them: every call still copies
-//  its outputs out, as the candidate's do, so both are timed alike.
+//  its outputs out, as the candidate's do, so both are timed alike. So
+//  do its inputs (s_copies_inputs): with keep, where C's are compared
+//  with them after C's call.
 static int
 s_reference_call (s_exec_t *ex, bool keep, bool baseline, s_how_t how, json_t **gpu, double *wall_s,
                   const uint64_t *inputs_seed)
 {
     json_t *reply = NULL;
-    json_t *req = json_pack ("{s:s, s:b, s:b, s:b}", "op", "call", "profile", how == S_PROFILED,
-                             "events", how == S_TIMED, "baseline", baseline);
+    bool inputs = s_copies_inputs (ex, how);
+    json_t *req = json_pack ("{s:s, s:b, s:b, s:b, s:b}", "op", "call", "profile", how == S_PROFILED,
+                             "events", how == S_TIMED, "baseline", baseline, "inputs", inputs);
     if (inputs_seed)
         json_object_set_new (req, "seed", json_integer ((json_int_t) *inputs_seed));
     if (!keep && ex->expected_size) {
@@ -498,6 +523,42 @@ s_reference_call (s_exec_t *ex, bool keep, bool baseline, s_how_t how, json_t **
     ex->nslots = n;
     if (gpu)
         *gpu = json_incref (json_object_get (reply, "gpu"));
+    //  Where R's inputs went, after its outputs (R runs only the task's code).
+    if (keep) {
+        ex->ref_in_at = 0;
+        ex->nin = 0;
+        ex->in_span = 0;
+        json_t *metas = json_object_get (reply, "inputs");
+        if (inputs && (!json_is_array (metas) || json_array_size (metas) > MAX_INPUTS)) {
+            worker_outcome_fail (ex->out, STATUS_INVALID, "the task's get_inputs() made %zu values "
+                                 "(this worker compares %d at most)", json_array_size (metas), MAX_INPUTS);
+            json_decref (reply);
+            return -1;
+        }
+        uint64_t at = (offset + 63) & ~(uint64_t) 63;
+        for (size_t i = 0; inputs && i < json_array_size (metas); i++) {
+            json_t *meta = json_array_get (metas, i);
+            const char *kind = json_string_value (json_object_get (meta, "kind"));
+            bool tensor = kind && strcmp (kind, "tensor") == 0;
+            common_dtype_t dtype = common_dtype_parse (json_string_value (json_object_get (meta, "dtype")));
+            ex->in_rel [i] = at - ((offset + 63) & ~(uint64_t) 63);
+            ex->in_nbytes [i] = tensor? (uint64_t) json_integer_value (json_object_get (meta, "nbytes")): 0;
+            ex->in_esize [i] = dtype != DTYPE_INVALID? common_dtype_size (dtype): 1;
+            at = (at + ex->in_nbytes [i] + 63) & ~(uint64_t) 63;
+            ex->nin = i + 1;
+        }
+        if (inputs) {
+            ex->ref_in_at = (offset + 63) & ~(uint64_t) 63;
+            if ((uint64_t) json_integer_value (json_object_get (reply, "inputs_at")) != ex->ref_in_at) {
+                worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "the reference's runner put its "
+                                     "inputs elsewhere than after its outputs");
+                json_decref (reply);
+                return -1;
+            }
+            ex->in_span = at - ex->ref_in_at;
+            offset = at;
+        }
+    }
     json_decref (reply);
     if (offset > ex->self->max_job_bytes / 4) {
         worker_outcome_fail (ex->out, STATUS_INVALID, "the outputs need %.3g GiB; this worker allows "
@@ -710,6 +771,52 @@ s_add_kernels (json_t *totals, json_t *gpu)
 //  since its inputs request).
 #define S_MAKE_INPUTS   1
 #define S_RESUME        2
+#define S_DEFER         4           //  C left stopped, its outputs not compared yet (s_candidate_compare)
+
+//  C's outputs (and inputs, when its call copied them) against R's, every
+//  byte, C stopped (since its reply): nothing of it runs while they are
+//  read. C continues after. 0 right; -1 with the verdict set.
+static int
+s_candidate_compare (s_exec_t *ex, bool inputs, uint32_t size_index, uint32_t trial, const char *when)
+{
+    uint64_t in_at = (s_slots_end (ex) + 63) & ~(uint64_t) 63;
+    uint8_t *shm = python_proc_shm (ex->cand, inputs? in_at + ex->in_span: s_slots_end (ex));
+    if (!shm) {
+        python_proc_continue (ex->cand);
+        worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "cannot map the candidate's outputs");
+        return -1;
+    }
+    worker_grade_tensor_t tensors [MAX_OUTPUTS];
+    char names [MAX_OUTPUTS][16];
+    for (size_t i = 0; i < ex->nslots; i++) {
+        const s_slot_t *slot = &ex->slots [i];
+        size_t esize = common_dtype_size (slot->dtype);
+        snprintf (names [i], sizeof names [i], "output %zu", i);
+        tensors [i] = (worker_grade_tensor_t) { .name = names [i], .kind = ARG_OUTPUT, .dtype = slot->dtype,
+            .count = slot->nbytes / esize, .expected = ex->expected + slot->offset,
+            .got = shm + slot->offset };
+    }
+    int rc = worker_grade_check (ex->out, tensors, ex->nslots, &ex->tol, size_index, trial, when);
+    //  Its inputs, as its call left them, must be the reference's, byte for
+    //  byte: read here, where it wrote them before its reply, not asked of
+    //  its process (which could answer anything, or remake them from the
+    //  seed once no clock runs).
+    for (size_t i = 0; rc == 0 && inputs && i < ex->nin; i++) {
+        const uint8_t *got = shm + in_at + ex->in_rel [i];
+        const uint8_t *want = ex->expected + ex->ref_in_at + ex->in_rel [i];
+        if (ex->in_nbytes [i] == 0 || memcmp (got, want, ex->in_nbytes [i]) == 0)
+            continue;
+        uint64_t at = 0;
+        while (at < ex->in_nbytes [i] && got [at] == want [at])
+            at++;
+        worker_outcome_fail (ex->out, STATUS_INCORRECT, "input %zu was not the reference's after the "
+                             "candidate's call (changed by it, from element %llu; %s)", i,
+                             (unsigned long long) (at / (ex->in_esize [i]? ex->in_esize [i]: 1)), when);
+        rc = -1;
+    }
+    python_proc_continue (ex->cand);
+    return rc? -1: 0;
+}
 
 //  One candidate call on the inputs it holds (or makes, S_MAKE_INPUTS),
 //  checked against ex->expected. *time_s gets its time when timed. 0 right;
@@ -718,8 +825,11 @@ static int
 s_candidate_call (s_exec_t *ex, uint64_t seed, s_how_t how, const char *when, uint32_t size_index,
                   uint32_t trial, double *time_s, unsigned flags)
 {
-    //  Where its outputs go, poisoned, and what the poison was.
-    uint64_t total = s_slots_end (ex);
+    //  Where its outputs go (and its inputs after the call, behind them),
+    //  poisoned, and what the poison was.
+    bool inputs = s_copies_inputs (ex, how) && ex->ref_in_at;
+    uint64_t in_at = (s_slots_end (ex) + 63) & ~(uint64_t) 63;
+    uint64_t total = inputs? in_at + ex->in_span: s_slots_end (ex);
     uint8_t *shm = python_proc_shm (ex->cand, total? total: 1);
     uint8_t *poison = malloc (POISON_TILE);
     if (shm && poison)
@@ -752,8 +862,8 @@ s_candidate_call (s_exec_t *ex, uint64_t seed, s_how_t how, const char *when, ui
     if (wait > left)
         wait = left;
     bool timed = how == S_TIMED;
-    json_t *req = json_pack ("{s:s, s:o, s:b, s:b}", "op", "call", "slots", slots, "profile",
-                             how == S_PROFILED && ex->gpu, "events", timed && ex->gpu);
+    json_t *req = json_pack ("{s:s, s:o, s:b, s:b, s:b}", "op", "call", "slots", slots, "profile",
+                             how == S_PROFILED && ex->gpu, "events", timed && ex->gpu, "inputs", inputs);
     if (flags & S_MAKE_INPUTS)
         json_object_set_new (req, "seed", json_integer ((json_int_t) seed));
     int rc = s_ask (ex, ex->cand, req, wait, &reply, &wall);
@@ -841,32 +951,9 @@ s_candidate_call (s_exec_t *ex, uint64_t seed, s_how_t how, const char *when, ui
                              "not be stopped after its call (%s)", when);
         return -1;
     }
-    worker_grade_tensor_t tensors [MAX_OUTPUTS];
-    char names [MAX_OUTPUTS][16];
-    for (size_t i = 0; i < ex->nslots; i++) {
-        const s_slot_t *slot = &ex->slots [i];
-        size_t esize = common_dtype_size (slot->dtype);
-        snprintf (names [i], sizeof names [i], "output %zu", i);
-        tensors [i] = (worker_grade_tensor_t) { .name = names [i], .kind = ARG_OUTPUT, .dtype = slot->dtype,
-            .count = slot->nbytes / esize, .expected = ex->expected + slot->offset,
-            .got = shm + slot->offset };
-    }
-    rc = worker_grade_check (ex->out, tensors, ex->nslots, &ex->tol, size_index, trial, when);
-    python_proc_continue (ex->cand);
-    if (rc)
-        return -1;
-    //  Its inputs must be as they were made.
-    if (s_ask (ex, ex->cand, json_pack ("{s:s}", "op", "inputs_unchanged"), TRUSTED_S, &reply, NULL))
-        return -1;
-    json_t *changed = json_object_get (reply, "changed");
-    if (json_array_size (changed)) {
-        worker_outcome_fail (ex->out, STATUS_INCORRECT, "input %lld was modified by the candidate (%s)",
-                             (long long) json_integer_value (json_array_get (changed, 0)), when);
-        json_decref (reply);
-        return -1;
-    }
-    json_decref (reply);
-    return 0;
+    if (flags & S_DEFER)
+        return 0;
+    return s_candidate_compare (ex, inputs, size_index, trial, when);
 }
 
 //  --- the build cache ---
@@ -1302,20 +1389,35 @@ s_correctness (s_exec_t *ex)
     return 0;
 }
 
-//  R's call of a timed run, which gives the expected outputs. On a GPU it
-//  is also timed, on inputs made in the same request, into memory poisoned
-//  as the candidate's is just before its call: one more sample of R's
-//  overhead per call, made in the same phase, the same way, as the
-//  candidate's calls it is held against. On the CPU its inputs are made
-//  by a request of their own, timed into *in_s.
+//  Poison where the baseline's call on the CPU will write (its outputs and
+//  inputs, beyond R's kept ones), as C's area is before C's call: this
+//  side's writes leave those lines in another core's caches, and the
+//  copy into them then costs the same on both sides (~300 us of a 1 MB
+//  ReLU's ~400 here when only C's was poisoned).
+static void
+s_poison_beyond (s_exec_t *ex, uint64_t seed)
+{
+    uint64_t beyond = (ex->expected_size + 4095) & ~(uint64_t) 4095;
+    uint64_t total = ((s_slots_end (ex) + 63) & ~(uint64_t) 63) + ex->in_span;
+    uint8_t *tile = total? malloc (POISON_TILE): NULL;
+    uint8_t *shm = tile? python_proc_shm (ex->ref, beyond + total): NULL;
+    if (shm) {
+        ex->expected = shm;         //  the mapping may have moved
+        s_poison (shm + beyond, total, tile, seed, ex->tol.threads);
+    }
+    free (tile);
+}
+
+//  R's call of a timed run on a GPU, which gives the expected outputs: timed
+//  too, on inputs made in the same request, into memory poisoned as the
+//  candidate's is just before its call: one more sample of R's overhead per
+//  call, made in the same phase, the same way, as the candidate's calls it
+//  is held against.
 static int
-s_reference_timed (s_exec_t *ex, uint64_t seed, double *in_s)
+s_reference_timed (s_exec_t *ex, uint64_t seed)
 {
     double t;
-    if (ex->gpu)
-        return s_reference_sampled (ex, true, false, seed, seed ^ 0xBEEFull, &t);
-    return s_inputs_timed (ex, ex->ref, seed, in_s)
-        || s_reference_call (ex, true, false, S_CHECKED, NULL, NULL, NULL);
+    return s_reference_sampled (ex, true, false, seed, seed ^ 0xBEEFull, &t);
 }
 
 //  Stop C (SIGSTOP, seen stopped). 0, or -1 with the verdict set.
@@ -1327,6 +1429,72 @@ s_cand_stop (s_exec_t *ex, const char *when)
     worker_outcome_fail (ex->out, STATUS_RUNTIME_ERROR, "the candidate's runner exited or could "
                          "not be stopped (%s)", when);
     return -1;
+}
+
+//  R's part of a timed run on the CPU: its inputs (timed into *in_s), then
+//  at once its call on them, into memory just poisoned (as C's is), timed
+//  into *b_s: the baseline's sample, and the expected outputs. With a
+//  "compile" baseline the timed call is the compiled model's (its outputs
+//  beyond), and the eager model's call after it gives the expected ones.
+static int
+s_reference_cpu (s_exec_t *ex, uint64_t seed, double *in_s, double *b_s)
+{
+    if (s_inputs_timed (ex, ex->ref, seed, in_s))
+        return -1;
+    python_proc_stop (ex->ref);
+    bool compiled = strcmp (ex->task->module.baseline, "compile") == 0;
+    if (compiled)
+        s_poison_beyond (ex, seed ^ 0xBA5Eull);
+    else {
+        uint64_t total = ((s_slots_end (ex) + 63) & ~(uint64_t) 63) + ex->in_span;
+        uint8_t *tile = malloc (POISON_TILE);
+        uint8_t *shm = tile? python_proc_shm (ex->ref, total? total: 1): NULL;
+        if (shm)
+            s_poison (shm, total, tile, seed ^ 0xBEEFull, ex->tol.threads);
+        free (tile);
+    }
+    python_proc_continue (ex->ref);
+    return s_reference_call (ex, !compiled, compiled, S_CHECKED, NULL, b_s, NULL)
+        || (compiled && s_reference_call (ex, true, false, S_CHECKED, NULL, NULL, NULL));
+}
+
+//  One timed run on the CPU. Each program makes its inputs (of the run's
+//  seed: the same bytes) and calls at once on them, and nothing else comes
+//  between: the two calls meet the same state of the caches, whoever goes
+//  first (base_first, alternating by run: worker_grade_speedup_paired
+//  pairs the runs of each order). C is stopped while R works (a thread of
+//  its spinning beside R, on their CPU, would slow R's inputs, which are
+//  the measure of C's, and R's call), and from its inputs' reply to its
+//  call (nothing of it runs while this side poisons its outputs' memory).
+//  When C goes first its outputs are compared once R's exist, C stopped
+//  from its reply until then. *t, *b: the two calls' times; *ref_in,
+//  *cand_in: the inputs'.
+static int
+s_timed_run_cpu (s_exec_t *ex, uint64_t seed, bool base_first, const char *when, uint32_t trial,
+                 double *t, double *b, double *ref_in, double *cand_in)
+{
+    uint32_t ts = (uint32_t) ex->task->timing_size;
+    if (base_first) {
+        if (s_cand_stop (ex, when))
+            return -1;
+        if (s_reference_cpu (ex, seed, ref_in, b)) {
+            python_proc_continue (ex->cand);
+            return -1;
+        }
+        python_proc_continue (ex->cand);
+        return s_inputs_timed (ex, ex->cand, seed, cand_in) || s_cand_stop (ex, when)
+            || s_candidate_call (ex, seed, S_TIMED, when, ts, trial, t, S_RESUME);
+    }
+    //  The slots C writes to are R's of the last run (the same size).
+    bool inputs = s_copies_inputs (ex, S_TIMED) && ex->ref_in_at;
+    if (s_inputs_timed (ex, ex->cand, seed, cand_in) || s_cand_stop (ex, when)
+    ||  s_candidate_call (ex, seed, S_TIMED, when, ts, trial, t, S_RESUME | S_DEFER))
+        return -1;
+    if (s_reference_cpu (ex, seed, ref_in, b)) {
+        python_proc_continue (ex->cand);
+        return -1;
+    }
+    return s_candidate_compare (ex, inputs, ts, trial, when);
 }
 
 //  The candidate's timed runs. On the CPU the baseline's are interleaved
@@ -1367,56 +1535,22 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
         //  Nothing of C's may run between the moment its inputs exist and
         //  its timed call, out of the clock's sight: on a GPU it makes them
         //  in the call's own request; on the CPU in a request of their own,
-        //  and it is stopped from its reply until its call (the baseline's
-        //  call, the poisoning: a thread it started would run meanwhile).
-        //  On the CPU C is stopped while R makes its inputs too: they are
-        //  timed, and what C's inputs may take is held against them (a
-        //  thread of C's spinning beside them, on their core, would buy it
-        //  that much work ahead).
-        if (!ex->gpu && s_cand_stop (ex, when)) {
-            free (wall_us);
-            free (in_us);
-            return -1;
-        }
-        int ref_rc = s_reference_timed (ex, seed, &ref_in);
-        if (!ex->gpu)
-            python_proc_continue (ex->cand);
-        if (ref_rc
-        ||  (!ex->gpu && (s_inputs_timed (ex, ex->cand, seed, &cand_in) || s_cand_stop (ex, when)))) {
-            free (wall_us);
-            free (in_us);
-            return -1;
-        }
-        bool base_first = i % 2 == 0;
-        for (int turn = 0; turn < 2; turn++) {
-            if ((turn == 0) == base_first) {
-                if (ex->gpu)
-                    continue;
-                //  C is stopped during the baseline's call (still, when it
-                //  comes first; again, when it comes after C's call).
-                if (turn == 1 && s_cand_stop (ex, when)) {
-                    free (wall_us);
-                    free (in_us);
-                    return -1;
-                }
-                int rc = s_reference_call (ex, false, true, S_CHECKED, NULL, &b, NULL);
-                if (turn == 1)
-                    python_proc_continue (ex->cand);
-                if (rc) {
-                    python_proc_continue (ex->cand);
-                    free (wall_us);
-                    free (in_us);
-                    return -1;
-                }
-            }
-            else
-            if ((ex->gpu && s_simple (ex, ex->ref, json_pack ("{s:s}", "op", "flush"), TRUSTED_S))
-            ||  s_candidate_call (ex, seed, S_TIMED, when, (uint32_t) ts, TASK_MAX_TRIALS + i, &t,
-                                  ex->gpu? S_MAKE_INPUTS: S_RESUME)) {
+        //  just before, and it is stopped from that reply until its call
+        //  (s_timed_run_cpu).
+        if (!ex->gpu) {
+            if (s_timed_run_cpu (ex, seed, i % 2 == 0, when, TASK_MAX_TRIALS + i, &t, &b, &ref_in, &cand_in)) {
                 free (wall_us);
                 free (in_us);
                 return -1;
             }
+        }
+        else
+        if (s_reference_timed (ex, seed)
+        ||  s_simple (ex, ex->ref, json_pack ("{s:s}", "op", "flush"), TRUSTED_S)
+        ||  s_candidate_call (ex, seed, S_TIMED, when, (uint32_t) ts, TASK_MAX_TRIALS + i, &t, S_MAKE_INPUTS)) {
+            free (wall_us);
+            free (in_us);
+            return -1;
         }
         double excess = s_inputs_excess (ex, ref_in, cand_in);
         ex->used_s += excess;
