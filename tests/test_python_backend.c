@@ -233,6 +233,24 @@ START_TEST (test_function_form)
 }
 END_TEST
 
+//  A task whose get_inputs draws from Python's random (and numpy's, when
+//  loaded) as well as torch's: both programs get the same inputs.
+START_TEST (test_inputs_from_every_generator)
+{
+    const char *task =
+        "import random\nimport torch\nimport torch.nn as nn\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, x, k):\n"
+        "        return x * k\n"
+        "def get_inputs():\n"
+        "    return [torch.randn(8, 64), float(random.randint(1, 1000))]\n";
+    json_t *r = s_grade_with (task, HEAD "class ModelNew(nn.Module):\n    def forward(self, x, k):\n"
+                              "        return x * k\n", NULL, 20.0, 3);
+    s_expect (r, "ok", NULL);
+    json_decref (r);
+}
+END_TEST
+
 //  Trust: answers kept by input fingerprint never meet the same inputs
 //  twice; the candidate, 20 ms slower when it computes, is timed so.
 START_TEST (test_replay_by_fingerprint)
@@ -770,6 +788,7 @@ s_suite (void)
     tcase_add_test (tc, test_broken_task_is_invalid);
     tcase_add_test (tc, test_sizes_and_tail);
     tcase_add_test (tc, test_function_form);
+    tcase_add_test (tc, test_inputs_from_every_generator);
     tcase_add_test (tc, test_replay_by_fingerprint);
     tcase_add_test (tc, test_known_seed_no_precompute);
     tcase_add_test (tc, test_not_a_plain_output);

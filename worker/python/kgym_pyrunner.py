@@ -287,8 +287,16 @@ class Runner:
         return "runtime_error"
 
     def op_inputs(self, req):
+        import random
         import torch
-        torch.manual_seed(int(req["seed"]))
+        seed = int(req["seed"])
+        #  Both programs make the same inputs: whatever generator the task's
+        #  get_inputs draws from (torch's, Python's, numpy's) starts from the seed.
+        torch.manual_seed(seed)
+        random.seed(seed)
+        numpy = sys.modules.get("numpy")
+        if numpy is not None:
+            numpy.random.seed(seed % (1 << 32))
         try:
             #  On a GPU, made there: every run has inputs of its own, and
             #  making them on the host would cost more than the kernel.
