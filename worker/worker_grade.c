@@ -274,7 +274,13 @@ worker_grade_stop_check_paired (worker_grade_stop_t *rule, const double *cand_us
         return looks < 0? GRADE_STOP_MAX_RUNS: GRADE_STOP_NONE;
     double lo, hi;
     double speedup = worker_grade_speedup_paired (cand_us, base_us, n, &lo, &hi);
-    return worker_grade_stop_judge (rule, lo, speedup, hi);
+    worker_grade_stop_why_t why = worker_grade_stop_judge (rule, lo, speedup, hi);
+    //  Precise only over three rounds at least: two rounds' ratios within 1%
+    //  of each other by chance would stop it (clipped and settled ask the
+    //  whole interval to lie far from the speedup's line, two rounds do).
+    if (why == GRADE_STOP_PRECISE && n / 2 < 3)
+        return GRADE_STOP_NONE;
+    return why;
 }
 
 worker_grade_stop_why_t
