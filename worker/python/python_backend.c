@@ -561,8 +561,9 @@ s_reference_call (s_exec_t *ex, bool keep, bool baseline, s_how_t how, json_t **
     }
     json_decref (reply);
     if (offset > ex->self->max_job_bytes / 4) {
-        worker_outcome_fail (ex->out, STATUS_INVALID, "the outputs need %.3g GiB; this worker allows "
-                             "%.3g GiB per job (--max-job-memory)", (double) offset / (1u << 30),
+        worker_outcome_fail (ex->out, STATUS_INVALID, "the outputs (and the inputs behind them) need "
+                             "%.3g GiB; this worker allows %.3g GiB per job (--max-job-memory)",
+                             (double) offset / (1u << 30),
                              (double) ex->self->max_job_bytes / (1u << 30));
         return -1;
     }
