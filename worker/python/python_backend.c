@@ -464,9 +464,9 @@ s_slots_end (const s_exec_t *ex)
 //  become the slots (and, with keep, the expected bytes). 0 or -1.
 //  The expected bytes are read where R wrote them, in its mapping, not
 //  copied (GBs a call at KernelBench's shapes): only the task's code runs in
-//  R, and R writes there only when told. A call that does not keep (the
-//  baseline, timed on the CPU between the reference's call and the
-//  candidate's) writes its outputs beyond them: every call still copies
+//  R, and R writes there only when told. A call that does not keep (a
+//  "compile" baseline's on the CPU, timed before R's kept call) writes its
+//  outputs beyond them: every call still copies
 //  its outputs out, as the candidate's do, so both are timed alike. So
 //  do its inputs (s_copies_inputs): with keep, where C's are compared
 //  with them after C's call.
@@ -1332,6 +1332,23 @@ s_build_keep (python_backend_t *self, const char *dir, const char *key)
 
 //  --- phases ---
 
+//  Poison size bytes of R's mapping from offset from: where a call of R's
+//  is about to write, as C's area is before each of C's calls (this side's
+//  writes leave those lines in another core's caches, and the copy into
+//  them then costs the same on both sides: ~300 us of a 1 MB ReLU's ~400 on
+//  the CPU here when only C's was poisoned).
+static void
+s_poison_ref (s_exec_t *ex, uint64_t from, uint64_t size, uint64_t seed)
+{
+    uint8_t *tile = size? malloc (POISON_TILE): NULL;
+    uint8_t *shm = tile? python_proc_shm (ex->ref, from + size): NULL;
+    if (shm) {
+        ex->expected = shm;         //  the mapping may have moved
+        s_poison (shm + from, size, tile, seed, ex->tol.threads);
+    }
+    free (tile);
+}
+
 //  A timed call of R's on the GPU, made as the candidate's are: on inputs
 //  it makes of seed in the same request, into memory this side has just
 //  poisoned (the copy into memory just written is what the candidate's
@@ -1342,12 +1359,7 @@ static int
 s_reference_sampled (s_exec_t *ex, bool keep, bool baseline, uint64_t seed, uint64_t poison_seed,
                      double *t_s)
 {
-    uint64_t total = s_slots_end (ex);
-    uint8_t *tile = total? malloc (POISON_TILE): NULL;
-    uint8_t *shm = tile? python_proc_shm (ex->ref, total): NULL;
-    if (shm)
-        s_poison (shm, total, tile, poison_seed, ex->tol.threads);
-    free (tile);
+    s_poison_ref (ex, 0, s_slots_end (ex), poison_seed);
     json_t *gpu = NULL;
     double wall = 0;
     if (s_reference_call (ex, keep, baseline, S_TIMED, &gpu, &wall, &seed)) {
@@ -1423,25 +1435,6 @@ s_correctness (s_exec_t *ex)
     return 0;
 }
 
-//  Poison where the baseline's call on the CPU will write (its outputs and
-//  inputs, beyond R's kept ones), as C's area is before C's call: this
-//  side's writes leave those lines in another core's caches, and the
-//  copy into them then costs the same on both sides (~300 us of a 1 MB
-//  ReLU's ~400 here when only C's was poisoned).
-static void
-s_poison_beyond (s_exec_t *ex, uint64_t seed)
-{
-    uint64_t beyond = (ex->expected_size + 4095) & ~(uint64_t) 4095;
-    uint64_t total = ((s_slots_end (ex) + 63) & ~(uint64_t) 63) + ex->in_span;
-    uint8_t *tile = total? malloc (POISON_TILE): NULL;
-    uint8_t *shm = tile? python_proc_shm (ex->ref, beyond + total): NULL;
-    if (shm) {
-        ex->expected = shm;         //  the mapping may have moved
-        s_poison (shm + beyond, total, tile, seed, ex->tol.threads);
-    }
-    free (tile);
-}
-
 //  R's call of a timed run on a GPU, which gives the expected outputs: timed
 //  too, on inputs made in the same request, into memory poisoned as the
 //  candidate's is just before its call: one more sample of R's overhead per
@@ -1475,18 +1468,11 @@ s_reference_cpu (s_exec_t *ex, uint64_t seed, double *in_s, double *b_s)
 {
     if (s_inputs_timed (ex, ex->ref, seed, in_s))
         return -1;
+    //  Stopped and woken around the poisoning, as C is: the same before both calls.
     python_proc_stop (ex->ref);
     bool compiled = strcmp (ex->task->module.baseline, "compile") == 0;
-    if (compiled)
-        s_poison_beyond (ex, seed ^ 0xBA5Eull);
-    else {
-        uint64_t total = ((s_slots_end (ex) + 63) & ~(uint64_t) 63) + ex->in_span;
-        uint8_t *tile = malloc (POISON_TILE);
-        uint8_t *shm = tile? python_proc_shm (ex->ref, total? total: 1): NULL;
-        if (shm)
-            s_poison (shm, total, tile, seed ^ 0xBEEFull, ex->tol.threads);
-        free (tile);
-    }
+    uint64_t from = compiled? (ex->expected_size + 4095) & ~(uint64_t) 4095: 0;
+    s_poison_ref (ex, from, ((s_slots_end (ex) + 63) & ~(uint64_t) 63) + ex->in_span, seed ^ 0xBEEFull);
     python_proc_continue (ex->ref);
     return s_reference_call (ex, !compiled, compiled, S_CHECKED, NULL, b_s, NULL)
         || (compiled && s_reference_call (ex, true, false, S_CHECKED, NULL, NULL, NULL));
