@@ -118,6 +118,25 @@ START_TEST (test_thread_left_running)
 }
 END_TEST
 
+//  A job's programs share one CPU: a kernel that could move itself to every
+//  CPU (and its threads with it) would have cores the reference has not,
+//  and another job's. Refused; a kernel that got it writes zeros.
+START_TEST (test_cannot_leave_its_cpu)
+{
+    json_t *r = s_grade (
+        "#define _GNU_SOURCE\n#include <sched.h>\n"
+        "void scale (const float *x, float *y, float a, int n) {\n"
+        "    cpu_set_t all;\n"
+        "    CPU_ZERO (&all);\n"
+        "    for (int c = 0; c < CPU_SETSIZE; c++) CPU_SET (c, &all);\n"
+        "    int moved = sched_setaffinity (0, sizeof all, &all) == 0;\n"
+        "    for (int i = 0; i < n; i++) y [i] = moved? 0: a * x [i];\n"
+        "}\n", NULL, 10.0);
+    s_expect (r, "ok", NULL);
+    json_decref (r);
+}
+END_TEST
+
 //  Class 1 (a): the candidate sends the runner's reply itself before its
 //  slow work: the supervisor may stop the clock on that reply, but then
 //  checks the outputs as they are (stopped mid-work: incorrect), or, if it
@@ -356,6 +375,7 @@ s_suite (void)
     tcase_add_checked_fixture (tc, s_setup, s_teardown);
     tcase_set_timeout (tc, 120);
     tcase_add_test (tc, test_thread_left_running);
+    tcase_add_test (tc, test_cannot_leave_its_cpu);
     tcase_add_test (tc, test_own_reply_before_work);
     tcase_add_test (tc, test_replay_by_fingerprint);
     tcase_add_test (tc, test_known_seed_no_precompute);

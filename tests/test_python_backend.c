@@ -395,6 +395,28 @@ START_TEST (test_not_a_plain_output)
 }
 END_TEST
 
+//  A CPU job's runners share one CPU: a candidate that moved itself (and the
+//  threads it starts after) to every CPU would have cores the reference has
+//  not. Refused; one that got it fails its call.
+START_TEST (test_cannot_leave_its_cpu)
+{
+    json_t *r = s_grade (HEAD
+        "import os\n"
+        "try:\n"
+        "    os.sched_setaffinity(0, range(os.cpu_count()))\n"
+        "    moved = True\n"
+        "except PermissionError:\n"
+        "    moved = False\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        if moved:\n"
+        "            raise RuntimeError('moved to every CPU')\n"
+        "        return torch.relu(x)\n");
+    s_expect (r, "ok", NULL);
+    json_decref (r);
+}
+END_TEST
+
 //  Trust: the expected output is in another process; searching this one for
 //  it finds the candidate's own tensors only.
 START_TEST (test_expected_out_of_reach)
@@ -789,6 +811,7 @@ s_suite (void)
     tcase_add_test (tc, test_sizes_and_tail);
     tcase_add_test (tc, test_function_form);
     tcase_add_test (tc, test_inputs_from_every_generator);
+    tcase_add_test (tc, test_cannot_leave_its_cpu);
     tcase_add_test (tc, test_replay_by_fingerprint);
     tcase_add_test (tc, test_known_seed_no_precompute);
     tcase_add_test (tc, test_not_a_plain_output);

@@ -30,19 +30,21 @@ static const char *s_files [] = { "open_write", "openat_write", "openat_append",
                                   "mkdir", "rmdir", "unlink", "rename", "link", "symlink", "chmod",
                                   "fchmodat2", "truncate", "ftruncate", "fallocate", "utimensat", NULL };
 static const char *s_affinity [] = { "sched_setaffinity_other", NULL };
+//  Its own threads' CPUs: every kind but a pinned runner (s_selftest's pinned).
+static const char *s_own_affinity [] = { "sched_setaffinity_self", NULL };
 
 typedef struct {
     sandbox_kind_t kind;
     const char *root;           //  "empty", "view", "host"
-    const char **relaxed [4];   //  groups it may use, NULL-terminated
+    const char **relaxed [5];   //  groups it may use, NULL-terminated
 } s_kind_t;
 
 static const s_kind_t s_kinds [] = {
-    { SANDBOX_KERNEL, "empty", { NULL } },
-    { SANDBOX_CC, "view", { s_procs, s_files, NULL } },
-    { SANDBOX_NVRTC, "view", { NULL } },
-    { SANDBOX_CUDA, "host", { s_unix, s_files, s_affinity, NULL } },
-    { SANDBOX_PYTHON, "view", { s_unix, s_procs, s_files, NULL } },
+    { SANDBOX_KERNEL, "empty", { s_own_affinity, NULL } },
+    { SANDBOX_CC, "view", { s_procs, s_files, s_own_affinity, NULL } },
+    { SANDBOX_NVRTC, "view", { s_own_affinity, NULL } },
+    { SANDBOX_CUDA, "host", { s_unix, s_files, s_affinity, s_own_affinity, NULL } },
+    { SANDBOX_PYTHON, "view", { s_unix, s_procs, s_files, s_own_affinity, NULL } },
 };
 
 static bool
@@ -58,11 +60,12 @@ s_relaxed (const s_kind_t *kind, const char *name)
 //  Start kind in self-test mode; its caps and report (caller frees both).
 //  false when its program is not built here.
 static bool
-s_selftest (sandbox_kind_t kind, json_t **caps, json_t **report)
+s_selftest_as (sandbox_kind_t kind, bool pinned, json_t **caps, json_t **report)
 {
     sandbox_config_t cfg;
     sandbox_config_default (&cfg);
     cfg.kind = kind;
+    cfg.pinned = pinned;
     cfg.selftest = true;
     char err [512] = "";
     sandbox_t *sandbox = sandbox_new (&cfg, err, sizeof err);
@@ -119,6 +122,12 @@ s_selftest (sandbox_kind_t kind, json_t **caps, json_t **report)
         close (shm);
     rmdir (dir);
     return true;
+}
+
+static bool
+s_selftest (sandbox_kind_t kind, json_t **caps, json_t **report)
+{
+    return s_selftest_as (kind, false, caps, report);
 }
 
 START_TEST (test_every_kind_alike)
@@ -178,6 +187,37 @@ START_TEST (test_every_kind_alike)
 }
 END_TEST
 
+//  A pinned runner (a CPU job's: the kernel runner, a Python runner on the
+//  CPU) may not set any thread's CPUs, its own included; the rest of its
+//  report is its kind's.
+START_TEST (test_pinned_runner_keeps_its_cpu)
+{
+    sandbox_kind_t kinds [] = { SANDBOX_KERNEL, SANDBOX_PYTHON };
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds [0]; k++) {
+        if (kinds [k] == SANDBOX_PYTHON && access ("/usr/bin/python3", X_OK) != 0)
+            continue;
+        json_t *caps = NULL, *report = NULL, *free_caps = NULL, *free_report = NULL;
+        ck_assert (s_selftest_as (kinds [k], true, &caps, &report));
+        ck_assert (s_selftest_as (kinds [k], false, &free_caps, &free_report));
+        const char *key;
+        json_t *value;
+        json_object_foreach (report, key, value) {
+            if (strncmp (key, "sched_setaffinity", 17) == 0)
+                ck_assert_msg (json_integer_value (value) == SANDBOX_SECCOMP_TEST_ERRNO,
+                               "kind %d pinned: %s not refused", (int) kinds [k], key);
+            else
+                ck_assert_msg (json_equal (value, json_object_get (free_report, key)),
+                               "kind %d pinned: %s differs", (int) kinds [k], key);
+        }
+        ck_assert (json_is_null (json_object_get (free_report, "sched_setaffinity_self")));
+        json_decref (caps);
+        json_decref (report);
+        json_decref (free_caps);
+        json_decref (free_report);
+    }
+}
+END_TEST
+
 int
 main (void)
 {
@@ -185,6 +225,7 @@ main (void)
     TCase *tc = tcase_create ("kinds");
     tcase_set_timeout (tc, 120);
     tcase_add_test (tc, test_every_kind_alike);
+    tcase_add_test (tc, test_pinned_runner_keeps_its_cpu);
     suite_add_tcase (suite, tc);
     return testutil_run_suite (suite);
 }

@@ -928,6 +928,7 @@ s_execute_once (cpu_backend_t *self, cpu_backend_job_t *cjob, worker_outcome_t *
         goto done;
     sandbox_config_default (sandbox);
     sandbox->mem_bytes = runner_mem;
+    sandbox->pinned = true;         //  see cpu_runner_pin below
     char slot_name [64];
     slot = s_slot_acquire (self);
     if (slot >= 0) {

@@ -143,6 +143,9 @@ python_proc_new (const python_proc_config_t *cfg, char *err, size_t errlen)
     //  a file as large as its memory.
     scfg.fsize_bytes = scfg.mem_bytes;
     scfg.gpu = strcmp (cfg->device, "cuda") == 0;
+    //  A CPU job's two runners share one CPU (python_proc_pin): neither may
+    //  move a thread of its own elsewhere. The builder is not pinned.
+    scfg.pinned = !scfg.gpu && strcmp (cfg->role, "builder") != 0;
     //  The view takes clean paths only (no "..", no symlinks to follow).
     char script [PATH_MAX], script_dir [PATH_MAX], prefix [PATH_MAX];
     if (!realpath (cfg->script, script)) {

@@ -418,6 +418,8 @@ sandbox_spawn (sandbox_t *self, const sandbox_spawn_t *what, char *err, size_t e
     for (size_t i = 0; i < sizeof limits / sizeof limits [0]; i++)
         if (limits [i].value != SANDBOX_RLIMIT_LEAVE)
             s_arg_num (&a, limits [i].opt, limits [i].value);
+    if (self->cfg.pinned)
+        s_arg (&a, "--pinned", NULL);
     if (self->cfg.selftest)
         s_arg (&a, "--selftest", NULL);
     //  The program's own: a channel is its --fd, then what the caller says.

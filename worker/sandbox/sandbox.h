@@ -48,6 +48,8 @@ typedef struct {
     uint64_t fsize_bytes;       //  largest file it may write; 0 = the kind's
     bool gpu;                   //  it drives a GPU: no address-space cap (the driver
                                 //  reserves far more than it uses), the cgroup's alone
+    bool pinned;                //  a CPU job's runner, pinned by sandbox_pin: it may not
+                                //  change any thread's CPUs (SANDBOX_SECCOMP_PINNED)
     bool selftest;              //  test-only: the runner reports its denied calls and exits
 } sandbox_config_t;
 

@@ -80,6 +80,9 @@ sandbox_confine_parse (int argc, char **argv, sandbox_confine_args_t *args, char
         if (strcmp (opt, "--selftest") == 0)
             args->selftest = true, takes = false;
         else
+        if (strcmp (opt, "--pinned") == 0)
+            args->pinned = true, takes = false;
+        else
         if (strcmp (opt, "--kind") == 0)
             ok = (kind = sandbox_kind_from_name (val)) >= 0;
         else
@@ -326,8 +329,9 @@ s_steps (const sandbox_confine_args_t *args, char *err, size_t errlen)
         common_seterr (err, errlen, "close_range: %s", strerror (errno));
         return -1;
     }
-    return sandbox_seccomp_load (kind->relax, args->selftest? SANDBOX_SECCOMP_TEST_ERRNO
-                                                            : SANDBOX_SECCOMP_ERRNO, err, errlen);
+    return sandbox_seccomp_load (kind->relax | (args->pinned? SANDBOX_SECCOMP_PINNED: 0),
+                                 args->selftest? SANDBOX_SECCOMP_TEST_ERRNO: SANDBOX_SECCOMP_ERRNO,
+                                 err, errlen);
 }
 
 int
@@ -349,7 +353,8 @@ sandbox_confine (const sandbox_confine_args_t *args, char *err, size_t errlen)
         return -1;
     }
     if (args->selftest) {
-        sandbox_seccomp_selftest (sandbox_kind_info (args->kind)->relax, args->sync);
+        sandbox_seccomp_selftest (sandbox_kind_info (args->kind)->relax
+                                  | (args->pinned? SANDBOX_SECCOMP_PINNED: 0), args->sync);
         _exit (0);
     }
     close (args->sync);

@@ -31,7 +31,7 @@
     Options: --kind NAME --sync FD [--uid N | --userns] [--cgroup DIR]...
     [--object FD] [--ro PATH]... [--rw DIR [--rw-at PATH]]
     [--keep FD]... [--rlimit-as B] [--rlimit-cpu S] [--rlimit-fsize B]
-    [--rlimit-nofile N] [--rlimit-nproc N] [--selftest]
+    [--rlimit-nofile N] [--rlimit-nproc N] [--pinned] [--selftest]
 */
 #ifndef SANDBOX_CONFINE_H
 #define SANDBOX_CONFINE_H
@@ -63,6 +63,7 @@ typedef struct {
     size_t nkeep;                           //  entries in keep
     uint64_t rlimit_as, rlimit_cpu, rlimit_fsize, rlimit_nofile, rlimit_nproc;
     bool selftest;                          //  --selftest: report denied calls, exit
+    bool pinned;                            //  --pinned: no sched_setaffinity at all (SANDBOX_SECCOMP_PINNED)
 } sandbox_confine_args_t;
 
 //  Take the sandbox's options out of argv (up to "--"); the others stay in

@@ -184,6 +184,9 @@ sandbox_seccomp_load (unsigned relax, int deny_errno, char *err, size_t errlen)
     s_deny_other (&f, "prlimit64", 0);
     s_deny_other (&f, "migrate_pages", 0);
     s_deny_other (&f, "move_pages", 0);
+    if (relax & SANDBOX_SECCOMP_PINNED)
+        S_DENY (&f, "sched_setaffinity");
+    else
     if (!(relax & SANDBOX_RELAX_OWN_AFFINITY))
         s_deny_other (&f, "sched_setaffinity", 0);
     const char *const prio [] = { "setpriority", "getpriority", NULL };
@@ -338,8 +341,10 @@ sandbox_seccomp_selftest (unsigned relax, int fd)
     S_PROBE ("setpriority_other", false, s_errno (syscall (SYS_setpriority, S_PRIO_PROCESS, S_OTHER, 0)));
     S_PROBE ("setpriority_group", false, s_errno (syscall (SYS_setpriority, 1 /* PGRP */, S_OTHER, 0)));
     S_PROBE ("getpriority_other", false, s_errno (syscall (SYS_getpriority, S_PRIO_PROCESS, S_OTHER)));
-    S_PROBE ("sched_setaffinity_other", relax & SANDBOX_RELAX_OWN_AFFINITY,
+    S_PROBE ("sched_setaffinity_other", (relax & SANDBOX_RELAX_OWN_AFFINITY) && !(relax & SANDBOX_SECCOMP_PINNED),
              s_errno (syscall (SYS_sched_setaffinity, S_OTHER, sizeof cpus, &cpus)));
+    S_PROBE ("sched_setaffinity_self", !(relax & SANDBOX_SECCOMP_PINNED),
+             s_errno (syscall (SYS_sched_setaffinity, 0, sizeof cpus, &cpus)));
     S_PROBE ("sched_setattr", false, s_errno (syscall (SYS_sched_setattr, 0, NULL, 0)));
     S_PROBE ("sched_setscheduler", false, s_errno (syscall (SYS_sched_setscheduler, 0, 0, NULL)));
     S_PROBE ("sched_setparam", false, s_errno (syscall (SYS_sched_setparam, 0, NULL)));

@@ -40,6 +40,13 @@
 //  told from the kernel's own EPERM.
 #define SANDBOX_SECCOMP_TEST_ERRNO  4000
 
+//  Or'ed into relax by a runner the supervisor pins to one CPU (a CPU
+//  job's: sandbox_config_t.pinned). Not a relaxation but its opposite:
+//  sched_setaffinity is refused to every thread, its own included, so a
+//  candidate cannot move its threads to other CPUs (another job's, or more
+//  cores than the reference has).
+#define SANDBOX_SECCOMP_PINNED      0x100u
+
 //  Install the filter on every thread (TSYNC) with relax (SANDBOX_RELAX_*)
 //  and deny_errno. The caller must hold no_new_privs. 0, or -1 with why.
 int sandbox_seccomp_load (unsigned relax, int deny_errno, char *err, size_t errlen);
