@@ -681,15 +681,22 @@ s_still_poisoned (const uint8_t *area, size_t offset, size_t size, size_t esize,
 //  KGYM_TIMING_TRACE set: a log line per timed GPU call, the supervisor's
 //  wall time beside what the runner says of it (its events, and where its
 //  own clock saw the time go: making the inputs when the call made them,
-//  before forward, forward's launches, the wait, the output's copy). For
-//  reading why clocks disagree; never used.
-static void
-s_trace (s_exec_t *ex, const char *who, double wall_s, json_t *gpu)
+//  before forward, forward's launches, the wait, the output's copy); on the
+//  CPU a line per timed run (s_timing: both calls and both inputs, who went
+//  first). For reading why clocks disagree; never used.
+static bool
+s_tracing (void)
 {
     static int on = -1;
     if (on < 0)
         on = getenv ("KGYM_TIMING_TRACE") != NULL;
-    if (!on || !ex->gpu)
+    return on;
+}
+
+static void
+s_trace (s_exec_t *ex, const char *who, double wall_s, json_t *gpu)
+{
+    if (!s_tracing () || !ex->gpu)
         return;
     char *phases = json_dumps (json_object_get (gpu, "phases_us"), JSON_COMPACT | JSON_ENCODE_ANY);
     log_info ("python", "trace %s: wall %.1f us, events %.1f us, runner %s%s", who, wall_s * 1e6,
@@ -1563,6 +1570,10 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
                 free (in_us);
                 return -1;
             }
+            if (s_tracing ())       //  on the CPU: a line per timed run, as s_trace's per GPU call
+                log_info ("python", "trace run %u (%s first): candidate %.1f us, baseline %.1f us; "
+                          "inputs %.1f / %.1f us", i, i % 2 == 0? "baseline": "candidate", t * 1e6,
+                          b * 1e6, cand_in * 1e6, ref_in * 1e6);
         }
         else
         if (s_reference_timed (ex, seed)
