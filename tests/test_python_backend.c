@@ -395,6 +395,33 @@ START_TEST (test_not_a_plain_output)
 }
 END_TEST
 
+//  The "compile" baseline: torch.compile of the reference is what is timed,
+//  the eager reference still gives the expected outputs. Where the
+//  interpreter's torch has no torch.compile (Debian's 1.13, here) the task is
+//  invalid and says why; where it has one, the job is graded against it.
+START_TEST (test_compile_baseline)
+{
+    json_t *r = s_grade_with (s_relu, HEAD RELU_NEW, "{\"python\": {\"baseline\": \"compile\"}}", 120.0, 3);
+    bool missing = strcmp (json_string_value (json_object_get (r, "status")), "invalid") == 0;
+    if (missing)
+        s_expect (r, "invalid", "needs torch.compile (torch >= 2.0)");
+    else {
+        s_expect (r, "ok", NULL);
+        json_t *timings = json_object_get (r, "timings");
+        ck_assert_str_eq (json_string_value (json_object_get (timings, "baseline_kind")), "compile");
+        ck_assert (json_real_value (json_object_get (r, "speedup")) > 0);
+    }
+    json_decref (r);
+    //  A wrong candidate is still wrong against the eager reference.
+    r = s_grade_with (s_relu, HEAD "class ModelNew(nn.Module):\n    def forward(self, x):\n"
+                      "        return torch.relu(x) + 1\n", "{\"python\": {\"baseline\": \"compile\"}}", 120.0, 3);
+    const char *wrong = json_string_value (json_object_get (r, "status"));
+    ck_assert_msg (strcmp (wrong, missing? "invalid": "incorrect") == 0,
+                   "a wrong candidate against a compile baseline: %s", wrong);
+    json_decref (r);
+}
+END_TEST
+
 //  A CPU job's runners share one CPU: a candidate that moved itself (and the
 //  threads it starts after) to every CPU would have cores the reference has
 //  not. Refused; one that got it fails its call.
@@ -812,6 +839,7 @@ s_suite (void)
     tcase_add_test (tc, test_function_form);
     tcase_add_test (tc, test_inputs_from_every_generator);
     tcase_add_test (tc, test_cannot_leave_its_cpu);
+    tcase_add_test (tc, test_compile_baseline);
     tcase_add_test (tc, test_replay_by_fingerprint);
     tcase_add_test (tc, test_known_seed_no_precompute);
     tcase_add_test (tc, test_not_a_plain_output);
