@@ -36,8 +36,9 @@ if apt-cache show libmsgpack-c-dev >/dev/null 2>&1; then pkgs+=(libmsgpack-c-dev
 # for the image built from Debian's packages (deploy/docker/mkimage.sh).
 if [ "$action" = test ]; then
     pkgs+=(prometheus slurm-wlm munge systemd util-linux bash-completion mmdebstrap umoci podman runc)
-    # The python backend's tests: Debian's torch (CPU only).
-    pkgs+=(python3-torch)
+    # The python backend's tests: Debian's torch (CPU only), and what a load_inline candidate's
+    # C++ extension builds with (torch's headers, pybind11's, a C++ compiler).
+    pkgs+=(python3-torch libtorch-dev pybind11-dev g++)
     # The Python client's install test: pip install ./python into a venv.
     pkgs+=(python3-venv python3-pip python3-setuptools)
     command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)

@@ -675,6 +675,63 @@ START_TEST (test_build_kept_under_its_key)
 }
 END_TEST
 
+//  Whether the interpreter's torch can build a C++ extension here: its
+//  headers (Debian: libtorch-dev, pybind11-dev) and a C++ compiler.
+static bool
+s_can_build_extensions (void)
+{
+    const char *python = getenv ("KGYM_PYTHON");
+    char command [512];
+    snprintf (command, sizeof command, "%s -c 'import os, shutil, torch.utils.cpp_extension as c; "
+              "assert shutil.which(\"c++\") and shutil.which(\"ninja\"); "
+              "assert any(os.path.exists(os.path.join(p, \"torch\", \"extension.h\")) for p in c.include_paths())' "
+              ">/dev/null 2>&1", python && *python? python: "/usr/bin/python3");
+    return system (command) == 0;
+}
+
+//  A real load_inline extension (C++; the GPU suite's `inline` case builds
+//  CUDA ones): built once, then a job with the same source imports it from
+//  the kept build without running a build tool ("kept"). A name loaded
+//  again with other sources is a module of its own (NAME_v1, as torch names
+//  it), kept as well: were the two confused, the output would be wrong.
+START_TEST (test_inline_extension_kept)
+{
+    if (!s_can_build_extensions ()) {
+        printf ("test_inline_extension_kept: no torch headers or C++ compiler "
+                "(apt-get install libtorch-dev pybind11-dev g++ ninja-build); skipped\n");
+        return;
+    }
+    char dir [64];
+    s_eval_own_cache (dir, sizeof dir, "pyinline");
+    const char *source = HEAD
+        "from torch.utils.cpp_extension import load_inline\n"
+        "relu = load_inline(name='kgym_t_inline', functions=['f'],\n"
+        "    cpp_sources='torch::Tensor f(torch::Tensor x) { return x.clamp_min(0); }')\n"
+        "twice = load_inline(name='kgym_t_inline', functions=['f'],\n"
+        "    cpp_sources='torch::Tensor f(torch::Tensor x) { return x.mul(2); }')\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return twice.f(relu.f(x)).mul(0.5)\n";
+    for (int job = 0; job < 2; job++) {
+        json_t *r = s_grade (source);
+        s_expect (r, "ok", NULL);
+        const char *how = job == 0? "built": "kept";
+        json_t *extensions = json_object_get (r, "extensions");
+        char *said = json_dumps (extensions, JSON_SORT_KEYS);
+        printf ("test_inline_extension_kept: job %d: extensions %s, compile_s %.3f\n", job,
+                said? said: "-", json_real_value (json_object_get (json_object_get (r, "phases"), "compile_s")));
+        free (said);
+        ck_assert_int_eq (json_object_size (extensions), 2);
+        ck_assert_str_eq (json_string_value (json_object_get (extensions, "kgym_t_inline")), how);
+        ck_assert_str_eq (json_string_value (json_object_get (extensions, "kgym_t_inline_v1")), how);
+        ck_assert (json_is_true (json_object_get (json_object_get (r, "cache"), "candidate")) == (job == 1));
+        json_decref (r);
+    }
+    worker_eval_destroy (&s_eval);
+    testutil_dir_remove (dir);
+}
+END_TEST
+
 //  The build cache keeps under its bound (KGYM_PYTHON_BUILDS_MAX): the
 //  build used least recently goes first.
 START_TEST (test_build_cache_bounded)
@@ -852,6 +909,7 @@ s_suite (void)
     tcase_add_test (tc, test_runners_fresh_per_job);
     tcase_add_test (tc, test_build_kept_under_its_key);
     tcase_add_test (tc, test_built_ahead);
+    tcase_add_test (tc, test_inline_extension_kept);
     tcase_add_test (tc, test_build_cache_bounded);
     tcase_add_test (tc, test_directory_bounded);
     tcase_add_test (tc, test_dead_workers_directories_swept);

@@ -1713,6 +1713,28 @@ s_kernels (s_exec_t *ex, json_t *profile)
     return 0;
 }
 
+//  What the candidate's load_inline calls did (its runner's word, so
+//  information only): "extensions": {name: "kept" | "built"}, bounded.
+static void
+s_extensions (worker_outcome_t *out, json_t *said)
+{
+    if (!json_is_object (said) || json_object_size (said) == 0)
+        return;
+    json_t *extensions = json_object ();
+    const char *name;
+    json_t *how;
+    json_object_foreach (said, name, how) {
+        const char *word = json_string_value (how);
+        if (json_object_size (extensions) >= 16 || strlen (name) > 64 || !word
+        ||  (strcmp (word, "kept") != 0 && strcmp (word, "built") != 0))
+            continue;
+        json_object_set_new (extensions, name, json_string (word));
+    }
+    if (!out->extra)
+        out->extra = json_object ();
+    json_object_set_new (out->extra, "extensions", extensions);
+}
+
 static int
 s_load (s_exec_t *ex, python_proc_t *proc)
 {
@@ -1726,7 +1748,11 @@ s_load (s_exec_t *ex, python_proc_t *proc)
         json_object_set_new (req, "candidate", json_string (ex->job->candidate->source));
     double timeout = cand? fmax (ex->job->eval.compile_timeout_s, LOAD_MIN_S): TRUSTED_S;
     double t0 = common_now_s ();
-    int rc = s_simple (ex, proc, req, timeout);
+    json_t *reply = NULL;
+    int rc = s_ask (ex, proc, req, timeout, &reply, NULL);
+    if (cand && rc == 0)
+        s_extensions (ex->out, json_object_get (reply, "extensions"));
+    json_decref (reply);
     if (cand) {
         ex->out->compile_s += common_now_s () - t0;
         if (rc && ex->out->status == STATUS_RUNTIME_ERROR)
