@@ -121,6 +121,15 @@ print(f"stream {label}: {len(rs)} jobs in {wall:.2f} s = {len(rs) / wall:.2f} jo
       f"(statuses {dict(status)}, candidate compile-cache hits {hits}, timing stopped {dict(runs)}"
       + (f", slow candidate: {len(slow)} jobs, timed runs {slow_runs[:3]}...{slow_runs[-1:]}" if slow else "") + ")")
 tag = label.replace("+", "_").replace("-", "_")
+#  What the slow candidate's jobs cost in runs: the input sets each job ran on the device
+#  (correctness trials, warm-ups, timed runs, the re-check, the profiled set: gpu_phases.sets).
+sets = [((r.get("gpu_phases") or {}).get("sets") or 0) for r in rs]
+if slow and sum(sets):
+    slow_sets = sum(((r.get("gpu_phases") or {}).get("sets") or 0) for r in slow)
+    print(f"slow candidate: {slow_sets} of the {sum(sets)} input sets run "
+          f"({slow_sets / sum(sets):.3f}; {slow_sets / len(slow):.1f} a job, the others' "
+          f"{(sum(sets) - slow_sets) / max(1, len(rs) - len(slow)):.1f})")
+    print(f"BENCH stream_slow_share_of_runs {slow_sets / sum(sets):.3f}")
 print(f"BENCH stream_{tag}_jobs_s {len(rs) / wall:.2f}")
 print(f"BENCH stream_{tag}_busy {busy:.3f}")
 PY
@@ -142,6 +151,9 @@ def rate(name):
     m = re.search(r"= ([0-9.]+) jobs/s", open(f"{sys.argv[1]}/summary-{name}.txt").read())
     return float(m.group(1)) if m else 0.0
 mix, slow = rate("mix"), rate("slow")
+m = re.search(r"BENCH stream_slow_share_of_runs ([0-9.]+)", open(f"{sys.argv[1]}/summary-slow.txt").read())
+runs = f", {1 - float(m.group(1)):.3f} its share of the runs" if m else ""
 if mix:
-    print(f"mix+slow / mix = {slow / mix:.3f} (the slow candidate is 1 job in 20: 0.950 would be its share)")
+    print(f"mix+slow / mix = {slow / mix:.3f} (the slow candidate is 1 job in 20: 0.950 would be its "
+          f"share of the jobs{runs})")
 PY

@@ -255,11 +255,11 @@ worker_grade_stop_check (worker_grade_stop_t *rule, const double *cand_us, const
 //  Whether the rule looks at its interval after n runs: 1 yes (and when
 //  next), 0 not yet, -1 the maximum is reached.
 static int
-s_stop_looks (worker_grade_stop_t *rule, uint32_t n, uint32_t nbase)
+s_stop_looks (worker_grade_stop_t *rule, uint32_t n, uint32_t nbase, uint32_t least)
 {
     if (n >= rule->max_runs)
         return -1;
-    if (n < rule->min_runs || n < rule->next_check || nbase == 0)
+    if (n < least || n < rule->next_check || nbase == 0)
         return 0;
     rule->next_check = n < 32? n + 1: n + n / 16;
     return 1;
@@ -269,7 +269,12 @@ worker_grade_stop_why_t
 worker_grade_stop_check_paired (worker_grade_stop_t *rule, const double *cand_us, const double *base_us,
                                 uint32_t n)
 {
-    int looks = s_stop_looks (rule, n, n);
+    //  Looked at on whole rounds only (a run without its other half adds
+    //  nothing), from the minimum's last whole round: 4 runs for 5.
+    uint32_t least = rule->min_runs > 2? rule->min_runs & ~1u: rule->min_runs;
+    if (n % 2 && n < rule->max_runs)
+        return GRADE_STOP_NONE;
+    int looks = s_stop_looks (rule, n, n, least);
     if (looks <= 0)
         return looks < 0? GRADE_STOP_MAX_RUNS: GRADE_STOP_NONE;
     double lo, hi;
@@ -288,7 +293,7 @@ worker_grade_stop_check_n (worker_grade_stop_t *rule, const double *cand_us, uin
                            const double *base_us, uint32_t nbase)
 {
     uint32_t n = ncand;
-    int looks = s_stop_looks (rule, n, nbase);
+    int looks = s_stop_looks (rule, n, nbase, rule->min_runs);
     if (looks <= 0)
         return looks < 0? GRADE_STOP_MAX_RUNS: GRADE_STOP_NONE;
     double *copy = malloc (((size_t) ncand + nbase) * sizeof (double));

@@ -131,8 +131,9 @@ void worker_grade_stop_init (worker_grade_stop_t *rule, uint32_t max_runs, doubl
 worker_grade_stop_why_t worker_grade_stop_check (worker_grade_stop_t *rule, const double *cand_us,
                                                  const double *base_us, uint32_t n);
 
-//  The same for paired samples (worker_grade_speedup_paired's interval);
-//  `precise` only once three rounds (six runs) are in.
+//  The same for paired samples (worker_grade_speedup_paired's interval),
+//  looked at on whole rounds only, from the minimum's last whole round (4
+//  runs for the default 5); `precise` only once three rounds (six runs) are in.
 worker_grade_stop_why_t worker_grade_stop_check_paired (worker_grade_stop_t *rule, const double *cand_us,
                                                         const double *base_us, uint32_t n);
 

@@ -482,20 +482,25 @@ s_timing (json_t *array, worker_timing_t *timing)
     return timing->mean_us > 0? timing->std_us / timing->mean_us: 0;
 }
 
-//  The speedup's interval from the runner's samples (worker_grade_speedup).
-static void
-s_interval (json_t *cand, json_t *base, worker_outcome_t *out)
+//  The speedup and its interval from the runner's samples, run by run: the
+//  runs of a round (2k, 2k + 1) put the programs' tensors in each other's
+//  places (cuda_exec), worker_grade_speedup_paired.
+static double
+s_speedup (json_t *cand, json_t *base, worker_outcome_t *out)
 {
-    size_t n = json_array_size (cand), m = json_array_size (base);
-    double *samples = n && m? malloc ((n + m) * sizeof (double)): NULL;
+    size_t n = json_array_size (cand);
+    if (n == 0 || json_array_size (base) != n)
+        return 0;
+    double *samples = malloc (2 * n * sizeof (double));
     if (!samples)
-        return;
-    for (size_t i = 0; i < n; i++)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
         samples [i] = json_number_value (json_array_get (cand, i));
-    for (size_t i = 0; i < m; i++)
         samples [n + i] = json_number_value (json_array_get (base, i));
-    worker_grade_speedup (samples, n, samples + n, m, &out->speedup_lo, &out->speedup_hi);
+    }
+    double speedup = worker_grade_speedup_paired (samples, samples + n, n, &out->speedup_lo, &out->speedup_hi);
     free (samples);
+    return speedup;
 }
 
 static void
@@ -523,11 +528,10 @@ s_fill_outcome (worker_outcome_t *out, json_t *result)
     }
     double cv_cand = s_timing (json_object_get (result, "candidate_us"), &out->candidate);
     double cv_base = s_timing (json_object_get (result, "baseline_us"), &out->baseline);
-    out->speedup = status == STATUS_OK && out->candidate.n && out->candidate.median_us > 0
-                 ? out->baseline.median_us / out->candidate.median_us: 0;
     out->speedup_lo = out->speedup_hi = 0;
-    if (out->speedup > 0)
-        s_interval (json_object_get (result, "candidate_us"), json_object_get (result, "baseline_us"), out);
+    out->speedup = status == STATUS_OK && out->candidate.n && out->candidate.median_us > 0
+                 ? s_speedup (json_object_get (result, "candidate_us"), json_object_get (result, "baseline_us"), out)
+                 : 0;
     out->timing_stopped = out->candidate.n? worker_grade_stop_name (worker_grade_stop_from_name (
                               json_string_value (json_object_get (result, "stopped")))): NULL;
     json_t *extra = json_object ();

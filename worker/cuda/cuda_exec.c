@@ -134,6 +134,7 @@ typedef struct {
     json_t *mismatches;         //  array
     double *samples [2];        //  candidate, baseline (us)
     uint32_t nsamples;          //  entries in each
+    uint32_t sets;              //  input sets run (every kind), what the job cost the GPU in runs
     worker_grade_stop_why_t stopped;    //  why timing stopped (none: not timed)
     double cand_gpu_s;          //  GPU time of every candidate launch sequence so far (its budget)
     uint64_t static_bytes;      //  candidate module's device memory
@@ -440,10 +441,14 @@ s_alloc (cuda_exec_t *self, size_t bytes, CUdeviceptr *ptr, size_t *got)
         bytes = 256;
     pool_t *pool = &self->pool;
     size_t best = pool->n;
+    //  The smallest block that fits, the lowest address among equals: the
+    //  same job on the same pool gets the same places (where a tensor lies
+    //  moves a memory-bound kernel's time by a few percent).
     for (size_t i = 0; i < pool->n; i++) {
         size_t b = pool->blocks [i].bytes;
         if (b >= bytes && b <= 2 * bytes + (1u << 20)
-        &&  (best == pool->n || b < pool->blocks [best].bytes))
+        &&  (best == pool->n || b < pool->blocks [best].bytes
+             || (b == pool->blocks [best].bytes && pool->blocks [i].ptr < pool->blocks [best].ptr)))
             best = i;
     }
     if (best < pool->n) {
@@ -1398,6 +1403,7 @@ s_set (job_t *job, uint32_t s, uint32_t trial, set_mode_t mode, const char *phas
     uint32_t n = 0;
     if (!job->fresh && s_trusted_load (job, false))
         return -1;
+    job->sets++;
     if (s_prepare (job, PLAN_CANDIDATE, s, trial)
     ||  s_run_in_set (job, PLAN_CANDIDATE, s, timed, profiled, &us_cand))
         return -1;
@@ -1423,6 +1429,34 @@ s_set (job_t *job, uint32_t s, uint32_t trial, set_mode_t mode, const char *phas
         job->nsamples++;
     }
     return 0;
+}
+
+//  Each program's buffers become the other's: on a GPU a kernel's time
+//  depends on where its tensors lie (a memory-bound kernel's, by a few
+//  percent), and which of a job's blocks each program gets is the pool's
+//  choice, the same for a whole job and another for the next one. Timed
+//  runs alternate the two placements (runs 2k and 2k + 1 make a round,
+//  worker_grade_speedup_paired), so the speedup holds both programs over
+//  both and a grading repeats. Every set makes its inputs and poisons its
+//  outputs afresh, and the expected outputs are scrubbed after each set:
+//  nothing of one program's is left for the other.
+static void
+s_swap_placement (job_t *job)
+{
+    const cuda_plan_t *plan = job->plan;
+    for (uint32_t a = 0; a < plan->nargs; a++) {
+        common_arg_kind_t kind = plan->args [a].kind;
+        if (kind == ARG_SCALAR)
+            continue;
+        CUdeviceptr *ref = kind == ARG_OUTPUT? &job->rout [a]: &job->rin [a];
+        size_t *ref_bytes = &job->bytes [kind == ARG_OUTPUT? B_ROUT (a): B_RIN (a)];
+        CUdeviceptr ptr = job->cand [a];
+        size_t bytes = job->bytes [B_CAND (a)];
+        job->cand [a] = *ref;
+        job->bytes [B_CAND (a)] = *ref_bytes;
+        *ref = ptr;
+        *ref_bytes = bytes;
+    }
 }
 
 static json_t *
@@ -1486,9 +1520,16 @@ cuda_exec_run (cuda_exec_t *self, const cuda_plan_t *plan,
         rule.min_runs = plan->stop_min < plan->timed? plan->stop_min: plan->timed;
         rule.precision = plan->stop_precision;
         rule.floor = plan->stop_floor;
-        for (uint32_t r = 0; r < plan->timed && job.stopped == GRADE_STOP_NONE && job.status == STATUS_OK; r++)
-            if (s_set (&job, ts, TRIAL_TIMED + r, SET_TIMED, "timed run") == 0)
-                job.stopped = worker_grade_stop_check (&rule, job.samples [0], job.samples [1], job.nsamples);
+        for (uint32_t r = 0; r < plan->timed && job.stopped == GRADE_STOP_NONE && job.status == STATUS_OK; r++) {
+            if (r % 2)
+                s_swap_placement (&job);
+            int rc = s_set (&job, ts, TRIAL_TIMED + r, SET_TIMED, "timed run");
+            if (r % 2)
+                s_swap_placement (&job);
+            if (rc == 0)
+                job.stopped = worker_grade_stop_check_paired (&rule, job.samples [0], job.samples [1],
+                                                              job.nsamples);
+        }
         //  A kernel that changes behaviour after many runs is caught here.
         if (job.status == STATUS_OK)
             s_set (&job, ts, TRIAL_FINAL, SET_CHECK, "re-check after timing");
@@ -1550,7 +1591,7 @@ done:
     }
     free (job.pool);
     *fatal = job.fatal;
-    json_t *result = json_pack ("{s:s, s:s, s:b, s:f, s:f, s:I, s:o, s:o, s:o, s:{s:f, s:f, s:f, s:f, s:f}, "
+    json_t *result = json_pack ("{s:s, s:s, s:b, s:f, s:f, s:I, s:o, s:o, s:o, s:{s:f, s:f, s:f, s:f, s:f, s:i}, "
                                 "s:I, s:i, s:b}",
         "status", worker_status_name (job.status), "message", job.message, "fatal", job.fatal,
         "max_abs", job.max_abs, "max_rel", job.max_rel, "bad", (json_int_t) job.bad,
@@ -1558,7 +1599,7 @@ done:
         "candidate_us", s_samples (job.samples [0], job.status == STATUS_OK? job.nsamples: 0),
         "baseline_us", s_samples (job.samples [1], job.status == STATUS_OK? job.nsamples: 0),
         "phases", "load_s", t_load, "check_s", t_check, "time_s", t_time, "profile_s", t_profile,
-        "total_s", cuda_now () - t0,
+        "total_s", cuda_now () - t0, "sets", (int) job.sets,
         "static_bytes", (json_int_t) job.static_bytes, "reloads", (int) job.reloads,
         "reload", plan->reload);
     if (result && job.stopped != GRADE_STOP_NONE && job.status == STATUS_OK)
