@@ -111,6 +111,32 @@ START_TEST (test_nvrtc_errors_are_parsed_too)
 }
 END_TEST
 
+//  A PyTorch candidate's extension build fails in files load_inline wrote
+//  (torch adds its own lines at their top): the feedback names the file and
+//  quotes the compiler's echo of the line, never the candidate's .py line of
+//  the same number.
+START_TEST (test_extension_errors_name_their_file)
+{
+    common_program_t program = { .source = "import torch\n" "l2\n" "l3\n" "l4\n" "l5\n" "l6\n" "l7\n" "l8\n"
+                                           "l9\n" "python_line_ten = 1\n" };
+    common_task_t task = { .is_module = true };
+    common_job_t job = { .task = &task, .candidate = &program };
+    char *text = s_feedback (
+        "{\"status\":\"compile_error\",\"message\":\"candidate: the candidate's module does not import\","
+        "\"compile_log\":\"RuntimeError: Error building extension 'relu_ext': [1/2] c++ -c main.cpp\\n"
+        "/kgym/extensions/relu_ext/main.cpp: In function 'at::Tensor relu_cpp(at::Tensor)':\\n"
+        "/kgym/extensions/relu_ext/main.cpp:10:5: error: expected ';' before '}' token\\n"
+        "   10 |     return y\\n"
+        "/kgym/extensions/relu_ext/cuda.cu(7): error: identifier \\\"foo\\\" is undefined\\n\"}",
+        &job, 2048);
+    s_has (text, "main.cpp line 10: error: expected ';' before '}' token");
+    s_has (text, "   10 |     return y");
+    s_has (text, "cuda.cu line 7: error: identifier \"foo\" is undefined");
+    ck_assert_msg (strstr (text, "python_line_ten") == NULL, "quoted the .py's line:\n%s", text);
+    free (text);
+}
+END_TEST
+
 START_TEST (test_faults_say_what_happened)
 {
     char *text = s_feedback ("{\"status\":\"runtime_error\",\"message\":\"CUDA_ERROR_ILLEGAL_ADDRESS: an illegal address was encountered\"}",
@@ -168,6 +194,7 @@ main (void)
     tcase_add_test (tc, test_replayed_answer_is_called_state);
     tcase_add_test (tc, test_gcc_errors_quote_the_source_line);
     tcase_add_test (tc, test_nvrtc_errors_are_parsed_too);
+    tcase_add_test (tc, test_extension_errors_name_their_file);
     tcase_add_test (tc, test_faults_say_what_happened);
     tcase_add_test (tc, test_correct_with_profile_gives_one_hint);
     tcase_add_test (tc, test_length_is_bounded);

@@ -114,11 +114,46 @@ s_parse_error (const char *line, const char **msg)
     return -1;
 }
 
+//  The file an error line names ("dir/cuda.cu(12): error" -> "cuda.cu"),
+//  into buf.
+static void
+s_error_file (const char *line, const char *msg, char *buf, size_t len)
+{
+    size_t n = strcspn (line, ":(");
+    if ((size_t) (msg - line) < n)
+        n = 0;
+    const char *base = line;
+    for (size_t i = 0; i < n; i++)
+        if (line [i] == '/')
+            base = line + i + 1;
+    n -= (size_t) (base - line);
+    snprintf (buf, len, "%.*s", (int) (n < 64? n: 64), base);
+}
+
+//  gcc's echo of the line in error ("   10 |   y[0] = ;"), or NULL.
+static const char *
+s_echo (const char *line)
+{
+    const char *p = line;
+    while (*p == ' ')
+        p++;
+    if (!isdigit ((unsigned char) *p))
+        return NULL;
+    while (isdigit ((unsigned char) *p))
+        p++;
+    return strncmp (p, " |", 2) == 0? line: NULL;
+}
+
 static void
 s_compile_error (s_text_t *text, json_t *result, const common_job_t *job)
 {
     const char *log = s_str (result, "compile_log");
     const char *source = job && job->candidate? job->candidate->source: NULL;
+    //  A module's (PyTorch) compile errors come from the files its extension
+    //  builds wrote (load_inline's main.cpp, cuda.cu: torch adds lines of its
+    //  own at their top): their line numbers are not the candidate's, so the
+    //  file is named and the compiler's own echo of the line quoted.
+    bool module = job && job->task && job->task->is_module;
     s_add (text, "Compile error.\n");
     int shown = 0;
     const char *line = log;
@@ -129,6 +164,19 @@ s_compile_error (s_text_t *text, json_t *result, const common_job_t *job)
         snprintf (copy, sizeof copy, "%.*s", (int) (n < sizeof copy - 1? n: sizeof copy - 1), line);
         const char *msg = NULL;
         long number = s_parse_error (copy, &msg);
+        if (number && module) {
+            char file [80];
+            s_error_file (copy, msg, file, sizeof file);
+            if (number > 0 && file [0])
+                s_add (text, "%s line %ld: %s\n", file, number, msg);
+            else
+                s_add (text, "%s\n", msg);
+            const char *next = end? end + 1: NULL;
+            if (number > 0 && next && s_echo (next))
+                s_add (text, "%.*s\n", (int) strcspn (next, "\n") < 200? (int) strcspn (next, "\n"): 200, next);
+            shown++;
+        }
+        else
         if (number) {
             if (number > 0) {
                 char src [200];
