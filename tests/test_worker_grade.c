@@ -172,6 +172,37 @@ START_TEST (test_the_rule_on_intervals)
 }
 END_TEST
 
+//  Paired runs are judged on whole rounds only: never after an odd run
+//  (its other half is missing), first after the minimum's last whole round
+//  (4 runs for 5); a maximum reached on an odd run still ends it.
+START_TEST (test_paired_rule_on_whole_rounds)
+{
+    double cand [8], base [8];
+    for (int i = 0; i < 8; i++) {
+        cand [i] = 10.0 + 0.01 * (i % 3);       //  10x faster than the baseline: clipped
+        base [i] = 100.0 - 0.02 * (i % 2);
+    }
+    worker_grade_stop_t rule;
+    worker_grade_stop_init (&rule, 100, 2.0);
+    ck_assert_int_eq (worker_grade_stop_check_paired (&rule, cand, base, 2), GRADE_STOP_NONE);
+    ck_assert_int_eq (worker_grade_stop_check_paired (&rule, cand, base, 3), GRADE_STOP_NONE);
+    ck_assert_int_eq (worker_grade_stop_check_paired (&rule, cand, base, 4), GRADE_STOP_CLIPPED);
+    //  An odd count is not looked at even past the minimum.
+    worker_grade_stop_init (&rule, 100, 2.0);
+    ck_assert_int_eq (worker_grade_stop_check_paired (&rule, cand, base, 5), GRADE_STOP_NONE);
+    ck_assert_int_eq (worker_grade_stop_check_paired (&rule, cand, base, 6), GRADE_STOP_CLIPPED);
+    //  The maximum on an odd run.
+    worker_grade_stop_init (&rule, 5, 2.0);
+    ck_assert_int_eq (worker_grade_stop_check_paired (&rule, cand, base, 5), GRADE_STOP_MAX_RUNS);
+    //  Steady and close to 1: precise needs three rounds (6 runs), not two.
+    for (int i = 0; i < 8; i++)
+        base [i] = cand [i];
+    worker_grade_stop_init (&rule, 100, 2.0);
+    ck_assert_int_eq (worker_grade_stop_check_paired (&rule, cand, base, 4), GRADE_STOP_NONE);
+    ck_assert_int_eq (worker_grade_stop_check_paired (&rule, cand, base, 6), GRADE_STOP_PRECISE);
+}
+END_TEST
+
 START_TEST (test_stop_names)
 {
     const char *names [] = { "precise", "clipped", "settled", "max_runs" };
@@ -326,6 +357,7 @@ main (void)
     tcase_add_test (tc, test_never_fewer_than_the_minimum_nor_more_than_the_maximum);
     tcase_add_test (tc, test_a_baseline_timed_apart);
     tcase_add_test (tc, test_the_rule_on_intervals);
+    tcase_add_test (tc, test_paired_rule_on_whole_rounds);
     tcase_add_test (tc, test_stop_names);
     tcase_add_test (tc, test_speedup_interval_holds_the_speedup);
     tcase_add_test (tc, test_paired_speedup_across_a_change_of_speed);
