@@ -36,7 +36,7 @@ s_time (uint32_t max, double clip, double cand_us, double base_us, double noise,
         base [n] = base_us * (1 + noise * s_jitter (&state));
         double last = cand [n];
         n++;
-        *why = worker_grade_stop_check (&rule, cand, base, n);
+        *why = worker_grade_stop_check_n (&rule, cand, n, base, n);
         //  The samples are the caller's: left in the order they came.
         ck_assert_double_eq (cand [n - 1], last);
     }
@@ -340,7 +340,7 @@ START_TEST (test_paired_stop_rule)
     uint32_t m = 0;
     while (why == GRADE_STOP_NONE && m < n) {
         m++;
-        why = worker_grade_stop_check (&rule, cand, base, m);
+        why = worker_grade_stop_check_n (&rule, cand, m, base, m);
     }
     ck_assert_int_eq (why, GRADE_STOP_NONE);
 }

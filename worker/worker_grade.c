@@ -245,13 +245,6 @@ worker_grade_stop_judge (const worker_grade_stop_t *rule, double lo, double spee
     return GRADE_STOP_NONE;
 }
 
-worker_grade_stop_why_t
-worker_grade_stop_check (worker_grade_stop_t *rule, const double *cand_us, const double *base_us,
-                         uint32_t n)
-{
-    return worker_grade_stop_check_n (rule, cand_us, n, base_us, n);
-}
-
 //  Whether the rule looks at its interval after n runs: 1 yes (and when
 //  next), 0 not yet, -1 the maximum is reached.
 static int

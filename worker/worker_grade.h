@@ -124,23 +124,20 @@ typedef struct {
 //  (its fields may be changed before the first check).
 void worker_grade_stop_init (worker_grade_stop_t *rule, uint32_t max_runs, double clip);
 
-//  After each timed run, with the n samples so far of both programs
-//  (microseconds, in any order; not modified): whether to stop and why.
-//  The interval is recomputed every run up to 32 runs, then after every
-//  ~6% more (so a long series costs O(n log^2 n), not O(n^2 log n)).
-worker_grade_stop_why_t worker_grade_stop_check (worker_grade_stop_t *rule, const double *cand_us,
-                                                 const double *base_us, uint32_t n);
+//  After each timed run, with the samples so far of both programs
+//  (microseconds, in any order; not modified; the baseline's may be counted
+//  apart, a baseline timed before the candidate, worker_grade_stop_baseline):
+//  whether to stop and why, from each median's interval. ncand counts the
+//  runs. The interval is recomputed every run up to 32 runs, then after
+//  every ~6% more (so a long series costs O(n log^2 n), not O(n^2 log n)).
+worker_grade_stop_why_t worker_grade_stop_check_n (worker_grade_stop_t *rule, const double *cand_us,
+                                                   uint32_t ncand, const double *base_us, uint32_t nbase);
 
-//  The same for paired samples (worker_grade_speedup_paired's interval),
+//  The same for n paired samples (worker_grade_speedup_paired's interval),
 //  looked at on whole rounds only, from the minimum's last whole round (4
 //  runs for the default 5); `precise` only once three rounds (six runs) are in.
 worker_grade_stop_why_t worker_grade_stop_check_paired (worker_grade_stop_t *rule, const double *cand_us,
                                                         const double *base_us, uint32_t n);
-
-//  The same with the baseline's samples counted apart (a baseline timed
-//  before the candidate, worker_grade_stop_baseline): ncand counts the runs.
-worker_grade_stop_why_t worker_grade_stop_check_n (worker_grade_stop_t *rule, const double *cand_us,
-                                                   uint32_t ncand, const double *base_us, uint32_t nbase);
 
 //  A baseline timed alone, before the candidate exists (the Python
 //  backend's on a GPU): enough runs once, after the rule's minimum, its
