@@ -122,7 +122,7 @@ print(f"stream {label}: {len(rs)} jobs in {wall:.2f} s = {len(rs) / wall:.2f} jo
       + (f", slow candidate: {len(slow)} jobs, timed runs {slow_runs[:3]}...{slow_runs[-1:]}" if slow else "") + ")")
 tag = label.replace("+", "_").replace("-", "_")
 #  What the slow candidate's jobs cost in runs: the input sets each job ran on the device
-#  (correctness trials, warm-ups, timed runs, the re-check, the profiled set: gpu_phases.sets).
+#  (correctness trials, warm-ups beyond them, timed runs, the profiled re-check: gpu_phases.sets).
 sets = [((r.get("gpu_phases") or {}).get("sets") or 0) for r in rs]
 if slow and sum(sets):
     slow_sets = sum(((r.get("gpu_phases") or {}).get("sets") or 0) for r in slow)

@@ -126,6 +126,7 @@ START_TEST (test_plan_carries_the_timing_rule)
     ck_assert_double_eq (plan->stop_clip, 3.5);
     ck_assert_double_eq (plan->stop_precision, 0.01);
     ck_assert_double_eq (plan->stop_floor, 0.05);
+    ck_assert_double_eq (plan->stop_margin, 2.0);
     json_t *json = cuda_plan_to_json (plan);
     cuda_plan_t *back = cuda_plan_from_json (json, err, sizeof err);
     ck_assert_msg (back != NULL, "from json: %s", err);
@@ -133,6 +134,7 @@ START_TEST (test_plan_carries_the_timing_rule)
     ck_assert_double_eq (back->stop_clip, 3.5);
     ck_assert_double_eq (back->stop_precision, 0.01);
     ck_assert_double_eq (back->stop_floor, 0.05);
+    ck_assert_double_eq (back->stop_margin, 2.0);
     cuda_plan_destroy (&back);
     //  Without a rule: every timed run, as before.
     json_t *stop = json_incref (json_object_get (json, "stop"));
@@ -143,9 +145,10 @@ START_TEST (test_plan_carries_the_timing_rule)
     ck_assert_double_eq (back->stop_precision, 0);
     cuda_plan_destroy (&back);
     //  A rule out of bounds is refused.
-    const char *keys [] = { "min", "precision", "clip", "floor", "min" };
-    json_t *bad [] = { json_integer (0), json_real (-0.1), json_string ("2"), json_real (1e7), json_real (5.0) };
-    for (int i = 0; i < 5; i++) {
+    const char *keys [] = { "min", "precision", "clip", "floor", "min", "margin" };
+    json_t *bad [] = { json_integer (0), json_real (-0.1), json_string ("2"), json_real (1e7), json_real (5.0),
+                       json_real (-2.0) };
+    for (int i = 0; i < 6; i++) {
         json_t *broken = json_deep_copy (stop);
         json_object_set_new (broken, keys [i], bad [i]);
         json_object_set_new (json, "stop", broken);

@@ -179,8 +179,8 @@ START_TEST (test_paired_rule_on_whole_rounds)
 {
     double cand [8], base [8];
     for (int i = 0; i < 8; i++) {
-        cand [i] = 10.0 + 0.01 * (i % 3);       //  10x faster than the baseline: clipped
-        base [i] = 100.0 - 0.02 * (i % 2);
+        cand [i] = 30.0 + 0.01 * (i % 3);       //  3.3x faster than the baseline: clipped,
+        base [i] = 100.0 - 0.02 * (i % 2);      //  not twice the clip (the first round's margin)
     }
     worker_grade_stop_t rule;
     worker_grade_stop_init (&rule, 100, 2.0);
@@ -200,6 +200,46 @@ START_TEST (test_paired_rule_on_whole_rounds)
     worker_grade_stop_init (&rule, 100, 2.0);
     ck_assert_int_eq (worker_grade_stop_check_paired (&rule, cand, base, 4), GRADE_STOP_NONE);
     ck_assert_int_eq (worker_grade_stop_check_paired (&rule, cand, base, 6), GRADE_STOP_PRECISE);
+}
+END_TEST
+
+//  The first round alone ends timing when its ratio lies the margin (2x)
+//  past a line: at or above twice the clip, at or below half the floor.
+//  Anything nearer waits for the minimum's rounds; a rule without a margin
+//  (or a maximum of 2) is as before.
+START_TEST (test_first_round_far_past_a_line)
+{
+    double cand [4], base [4] = { 100.0, 100.2, 99.9, 100.1 };
+    struct { double cand_us; worker_grade_stop_why_t at2, at4; } cases [] = {
+        { 10.0, GRADE_STOP_CLIPPED, GRADE_STOP_CLIPPED },      //  10x: past 2 x clip 2
+        { 24.0, GRADE_STOP_CLIPPED, GRADE_STOP_CLIPPED },      //  4.2x: just past it
+        { 30.0, GRADE_STOP_NONE, GRADE_STOP_CLIPPED },         //  3.3x: two rounds
+        { 10000.0, GRADE_STOP_SETTLED, GRADE_STOP_SETTLED },   //  100x slower: below 0.05 / 2
+        { 2500.0, GRADE_STOP_NONE, GRADE_STOP_SETTLED },       //  25x slower: 0.04, two rounds
+        { 100.0, GRADE_STOP_NONE, GRADE_STOP_NONE },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases [0]; c++) {
+        for (int i = 0; i < 4; i++)
+            cand [i] = cases [c].cand_us * (1 + 0.001 * (i % 2));
+        worker_grade_stop_t rule;
+        worker_grade_stop_init (&rule, 100, 2.0);
+        ck_assert_double_eq (rule.margin, WORKER_GRADE_STOP_MARGIN);
+        ck_assert_int_eq (worker_grade_stop_check_paired (&rule, cand, base, 1), GRADE_STOP_NONE);
+        ck_assert_msg (worker_grade_stop_check_paired (&rule, cand, base, 2) == cases [c].at2,
+                       "case %zu after one round", c);
+        ck_assert_msg (worker_grade_stop_check_paired (&rule, cand, base, 4) == cases [c].at4,
+                       "case %zu after two rounds", c);
+        //  Without the margin: nothing before the minimum's rounds.
+        worker_grade_stop_init (&rule, 100, 2.0);
+        rule.margin = 0;
+        ck_assert_int_eq (worker_grade_stop_check_paired (&rule, cand, base, 2), GRADE_STOP_NONE);
+    }
+    //  A maximum of 2 is the minimum too: it ends as the maximum.
+    for (int i = 0; i < 4; i++)
+        cand [i] = 10.0;
+    worker_grade_stop_t rule;
+    worker_grade_stop_init (&rule, 2, 2.0);
+    ck_assert_int_eq (worker_grade_stop_check_paired (&rule, cand, base, 2), GRADE_STOP_MAX_RUNS);
 }
 END_TEST
 
@@ -358,6 +398,7 @@ main (void)
     tcase_add_test (tc, test_a_baseline_timed_apart);
     tcase_add_test (tc, test_the_rule_on_intervals);
     tcase_add_test (tc, test_paired_rule_on_whole_rounds);
+    tcase_add_test (tc, test_first_round_far_past_a_line);
     tcase_add_test (tc, test_stop_names);
     tcase_add_test (tc, test_speedup_interval_holds_the_speedup);
     tcase_add_test (tc, test_paired_speedup_across_a_change_of_speed);

@@ -227,6 +227,7 @@ worker_grade_stop_init (worker_grade_stop_t *rule, uint32_t max_runs, double cli
     rule->precision = WORKER_GRADE_STOP_PRECISION;
     rule->clip = clip > 0 && isfinite (clip)? clip: 0;
     rule->floor = WORKER_GRADE_STOP_FLOOR;
+    rule->margin = WORKER_GRADE_STOP_MARGIN;
     rule->next_check = 0;               //  first looked at after min_runs runs
 }
 
@@ -267,6 +268,16 @@ worker_grade_stop_check_paired (worker_grade_stop_t *rule, const double *cand_us
     uint32_t least = rule->min_runs > 2? rule->min_runs & ~1u: rule->min_runs;
     if (n % 2 && n < rule->max_runs)
         return GRADE_STOP_NONE;
+    //  One round, far past a line: a candidate 100x slower (or faster) than
+    //  the baseline needs no second round to say so.
+    if (n == 2 && n < least && n < rule->max_runs && rule->margin >= 1) {
+        double ratio = worker_grade_speedup_paired (cand_us, base_us, n, NULL, NULL);
+        if (rule->clip > 0 && isfinite (ratio) && ratio >= rule->clip * rule->margin)
+            return GRADE_STOP_CLIPPED;
+        if (rule->floor > 0 && ratio > 0 && ratio <= rule->floor / rule->margin)
+            return GRADE_STOP_SETTLED;
+        return GRADE_STOP_NONE;
+    }
     int looks = s_stop_looks (rule, n, n, least);
     if (looks <= 0)
         return looks < 0? GRADE_STOP_MAX_RUNS: GRADE_STOP_NONE;

@@ -101,6 +101,7 @@ double worker_grade_speedup_paired (const double *cand_us, const double *base_us
 #define WORKER_GRADE_STOP_MIN        5       //  timed runs before any stop
 #define WORKER_GRADE_STOP_PRECISION  0.01    //  +-1% relative
 #define WORKER_GRADE_STOP_FLOOR      0.05    //  20x slower than the baseline
+#define WORKER_GRADE_STOP_MARGIN     2.0     //  a first round alone: clipped at 2x the clip, settled at half the floor
 
 typedef enum {
     GRADE_STOP_NONE = 0,        //  go on
@@ -117,6 +118,8 @@ typedef struct {
     double precision;           //  relative half-width that is tight enough; 0: never
     double clip;                //  the reward's clip (reward.clip); 0: none
     double floor;               //  speedup at or below which the reward is settled; 0: never
+    double margin;              //  paired runs: the first round alone stops clipped (ratio >= clip x margin)
+                                //  or settled (<= floor / margin) before the minimum; 0: never
     uint32_t next_check;        //  runs at which the interval is next looked at (after min_runs)
 } worker_grade_stop_t;
 
@@ -136,6 +139,9 @@ worker_grade_stop_why_t worker_grade_stop_check_n (worker_grade_stop_t *rule, co
 //  The same for n paired samples (worker_grade_speedup_paired's interval),
 //  looked at on whole rounds only, from the minimum's last whole round (4
 //  runs for the default 5); `precise` only once three rounds (six runs) are in.
+//  Before the minimum, the first round alone stops it clipped or settled
+//  when its ratio lies `margin` times past the line (a 2x slip of one run
+//  moves a round's ratio by sqrt 2 only).
 worker_grade_stop_why_t worker_grade_stop_check_paired (worker_grade_stop_t *rule, const double *cand_us,
                                                         const double *base_us, uint32_t n);
 

@@ -1504,14 +1504,21 @@ cuda_exec_run (cuda_exec_t *self, const cuda_plan_t *plan,
         goto done;
     t_load = cuda_now () - t0;
 
-    for (uint32_t s = 0; s < plan->nsizes && job.status == STATUS_OK; s++)
+    //  The timing size's trials come last, right before the timed runs, and
+    //  count as warm-up runs: they run the same launches at the same size
+    //  (and check inputs as well as outputs), so only warm-ups beyond them
+    //  are run. Every other size first: a wrong candidate is mostly caught
+    //  there, on smaller inputs.
+    uint32_t ts = plan->timing_size;
+    for (uint32_t k = 0; k < plan->nsizes && job.status == STATUS_OK; k++) {
+        uint32_t s = k + 1 < plan->nsizes? (k < ts? k: k + 1): ts;
         for (uint32_t t = 0; t < plan->trials && job.status == STATUS_OK; t++)
             s_set (&job, s, t, SET_CHECK, "correctness");
+    }
     t_check = cuda_now () - t0 - t_load;
 
     if (job.status == STATUS_OK && !plan->check_only) {
-        uint32_t ts = plan->timing_size;
-        for (uint32_t w = 0; w < plan->warmup && job.status == STATUS_OK; w++)
+        for (uint32_t w = plan->trials; w < plan->warmup && job.status == STATUS_OK; w++)
             s_set (&job, ts, TRIAL_WARMUP + w, SET_WARMUP, "warm-up");
         //  Timed sets until the speedup is known well enough for the reward
         //  (worker_grade_stop, the rule the plan carries), plan->timed at most.
@@ -1520,6 +1527,7 @@ cuda_exec_run (cuda_exec_t *self, const cuda_plan_t *plan,
         rule.min_runs = plan->stop_min < plan->timed? plan->stop_min: plan->timed;
         rule.precision = plan->stop_precision;
         rule.floor = plan->stop_floor;
+        rule.margin = plan->stop_margin;
         for (uint32_t r = 0; r < plan->timed && job.stopped == GRADE_STOP_NONE && job.status == STATUS_OK; r++) {
             if (r % 2)
                 s_swap_placement (&job);
@@ -1530,15 +1538,18 @@ cuda_exec_run (cuda_exec_t *self, const cuda_plan_t *plan,
                 job.stopped = worker_grade_stop_check_paired (&rule, job.samples [0], job.samples [1],
                                                               job.nsamples);
         }
-        //  A kernel that changes behaviour after many runs is caught here.
-        if (job.status == STATUS_OK)
+        //  A kernel that changes behaviour after many runs is caught here
+        //  (every timed run's outputs were checked; this set checks its
+        //  inputs too). The profiled set, when there is one, is this check.
+        if (job.status == STATUS_OK && !plan->profile)
             s_set (&job, ts, TRIAL_FINAL, SET_CHECK, "re-check after timing");
         t_time = cuda_now () - t0 - t_load - t_check;
     }
     //  One more checked set, profiled; never one whose time is a sample.
     if (job.status == STATUS_OK && plan->profile) {
         double tp = cuda_now ();
-        s_set (&job, plan->timing_size, TRIAL_PROFILE, SET_PROFILE, "profiled run");
+        s_set (&job, plan->timing_size, TRIAL_PROFILE, SET_PROFILE,
+               plan->check_only? "profiled run": "profiled re-check after timing");
         //  CUPTI may hand a kernel's record over late, into the next window:
         //  one more profiled set before a missing launch is held against anyone.
         if (job.status == STATUS_OK && s_profile_incomplete (&job)) {

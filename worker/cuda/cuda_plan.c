@@ -92,6 +92,7 @@ cuda_plan_from_job (const common_job_t *job, uint64_t seed, uint64_t max_bytes,
     self->stop_precision = rule.precision;
     self->stop_clip = rule.clip;
     self->stop_floor = rule.floor;
+    self->stop_margin = rule.margin;
     self->check_only = job->eval.check_sizes_only || job->eval.timed == 0;
     self->profile = job->eval.profile;
     self->has_baseline = task->baseline != NULL;
@@ -221,9 +222,9 @@ cuda_plan_to_json (const cuda_plan_t *plan)
     json_object_set_new (root, "trials", json_integer (plan->trials));
     json_object_set_new (root, "warmup", json_integer (plan->warmup));
     json_object_set_new (root, "timed", json_integer (plan->timed));
-    json_object_set_new (root, "stop", json_pack ("{s:i, s:f, s:f, s:f}", "min", (json_int_t) plan->stop_min,
+    json_object_set_new (root, "stop", json_pack ("{s:i, s:f, s:f, s:f, s:f}", "min", (json_int_t) plan->stop_min,
                                                   "precision", plan->stop_precision, "clip", plan->stop_clip,
-                                                  "floor", plan->stop_floor));
+                                                  "floor", plan->stop_floor, "margin", plan->stop_margin));
     json_object_set_new (root, "check_only", json_boolean (plan->check_only));
     json_object_set_new (root, "timing_size", json_integer (plan->timing_size));
     json_object_set_new (root, "has_baseline", json_boolean (plan->has_baseline));
@@ -366,12 +367,12 @@ cuda_plan_from_json (json_t *json, char *err, size_t errlen)
     json_t *stop = json_object_get (json, "stop");
     self->stop_min = self->timed;       //  without a rule: every timed run
     if (stop) {
-        const char *reals [] = { "precision", "clip", "floor" };
-        double *into [] = { &self->stop_precision, &self->stop_clip, &self->stop_floor };
+        const char *reals [] = { "precision", "clip", "floor", "margin" };
+        double *into [] = { &self->stop_precision, &self->stop_clip, &self->stop_floor, &self->stop_margin };
         if (!json_is_object (stop) || s_int (stop, "min", 1, TASK_MAX_TIMED, &v))
             goto fail;
         self->stop_min = (uint32_t) v;
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 4; i++) {
             json_t *r = json_object_get (stop, reals [i]);
             if (!json_is_number (r) || !(json_number_value (r) >= 0 && json_number_value (r) <= 1e6))
                 goto fail;

@@ -76,6 +76,7 @@ typedef struct {
     double stop_precision;          //  relative half-width of the interval that ends timing (0: never)
     double stop_clip;               //  the reward's clip: an interval at or above it ends timing (0: none)
     double stop_floor;              //  an interval at or below this speedup ends timing (0: never)
+    double stop_margin;             //  the first round alone ends it this far past clip or floor (0: never)
     double timeout_s;               //  the candidate's budget of GPU time (eval.timeout; 0 = none)
     bool check_only;                //  no timing
     uint32_t timing_size;           //  index into sizes[] (not the task's index)
