@@ -130,6 +130,7 @@ s_not_faster (const char *label, const char *base, const char *tail, int timed, 
             (long long) json_integer_value (s_profile (attack, "timing_fallbacks")),
             json_number_value (s_profile (attack, "wall_factor")),
             json_string_value (s_profile (attack, "timing_fallback_why")));
+    fflush (stdout);            //  the figures, even when the check below fails (its child never flushes)
     ck_assert_msg (s_speedup (attack) <= s_speedup (honest) * margin,
                    "%s: %g against %g", label, s_speedup (attack), s_speedup (honest));
     json_decref (honest);
