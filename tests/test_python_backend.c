@@ -350,7 +350,7 @@ END_TEST
     "    return ins\n" \
     "task.get_inputs = get_inputs\n" \
     "class ModelNew(nn.Module):\n" \
-    "    def forward(self, x):\n" \
+    "    def forward(self, x, *rest):\n" \
     "        y = _done.pop(id(x), None)\n" \
     "        if y is None:\n" \
     "            work()\n" \
@@ -481,17 +481,64 @@ START_TEST (test_output_after_the_reply)
 }
 END_TEST
 
-//  Trust: the clock is the supervisor's; patching Python's timers changes
-//  nothing of a candidate that sleeps.
+//  The ReLU task with an input that cannot be handed over (a dict): each
+//  program makes its own inputs for its timed runs.
+static const char *s_relu_dict =
+    "import torch\n"
+    "import torch.nn as nn\n"
+    "class Model(nn.Module):\n"
+    "    def forward(self, x, rest):\n"
+    "        return torch.relu(x)\n"
+    "def get_inputs():\n"
+    "    return [torch.randn(16, 1000), {'lo': 0}]\n";
+
+//  A result's timed runs, and how many ran on inputs handed over.
+static void
+s_print_inputs (const char *what, json_t *r)
+{
+    json_t *profile = json_object_get (r, "profile");
+    json_t *timings = json_object_get (r, "timings");
+    printf ("%s: speedup %.3f, runs %lld (%s), inputs given %lld (%s), excess %.0f us, fallbacks %lld\n",
+            what, json_number_value (json_object_get (r, "speedup")),
+            (long long) json_integer_value (json_object_get (timings, "runs")),
+            json_string_value (json_object_get (timings, "stopped")),
+            (long long) json_integer_value (json_object_get (profile, "inputs_given")),
+            json_string_value (json_object_get (profile, "inputs_not_given")),
+            json_number_value (json_object_get (profile, "inputs_excess_us")),
+            (long long) json_integer_value (json_object_get (profile, "timing_fallbacks")));
+    fflush (stdout);
+}
+
 //  Work moved out of the timed call: the candidate wraps the task's
 //  get_inputs (run in its own process) to do its slow work while its inputs
-//  are made, and its forward only returns what was done. What its inputs
-//  took beyond the reference's is its time.
+//  are made, and its forward only returns what was done. A timed run's
+//  inputs are the reference's, handed over: the wrapper is never called
+//  there, and the work falls in the call.
 START_TEST (test_work_before_the_call)
 {
     json_t *r = s_grade (WORK_IN_INPUTS ("    time.sleep(0.02)\n"));
+    s_print_inputs ("work in inputs", r);
     s_expect_slow (r, "work done while the inputs were made");
     json_t *profile = json_object_get (r, "profile");
+    ck_assert_int_eq (json_integer_value (json_object_get (profile, "inputs_given")),
+                      1 + json_integer_value (json_object_get (json_object_get (r, "timings"), "runs")));
+    ck_assert (!json_object_get (profile, "inputs_not_given"));
+    json_decref (r);
+}
+END_TEST
+
+//  Where the inputs cannot be handed over, each program makes its own and
+//  what C's took beyond R's (the same code, the same seed, just before) is
+//  C's time.
+START_TEST (test_work_before_the_call_unshared)
+{
+    json_t *r = s_grade_with (s_relu_dict, WORK_IN_INPUTS ("    time.sleep(0.02)\n"), NULL, 20.0, 5);
+    s_print_inputs ("work in unshared inputs", r);
+    s_expect_slow (r, "work done while the inputs were made");
+    json_t *profile = json_object_get (r, "profile");
+    ck_assert_int_eq (json_integer_value (json_object_get (profile, "inputs_given")), 0);
+    ck_assert_str_eq (json_string_value (json_object_get (profile, "inputs_not_given")),
+                      "an input is a dict");
     ck_assert_int_gt (json_integer_value (json_object_get (profile, "timing_fallbacks")), 0);
     json_decref (r);
 }
@@ -502,19 +549,16 @@ END_TEST
 //  this host's noise) the median difference shows it.
 START_TEST (test_small_work_before_each_call)
 {
-    json_t *r = s_grade_with (s_relu, WORK_IN_INPUTS (
+    json_t *r = s_grade_with (s_relu_dict, WORK_IN_INPUTS (
         "    end = time.perf_counter() + 0.00025\n"
         "    while time.perf_counter() < end:\n"
         "        pass\n"), NULL, 20.0, 30);
+    s_print_inputs ("small work in unshared inputs", r);
     json_t *profile = json_object_get (r, "profile");
-    printf ("small work in inputs: speedup %.3f, inputs excess %.0f us, fallbacks %lld (%s)\n",
-            json_number_value (json_object_get (r, "speedup")),
-            json_number_value (json_object_get (profile, "inputs_excess_us")),
-            (long long) json_integer_value (json_object_get (profile, "timing_fallbacks")),
-            json_string_value (json_object_get (profile, "timing_fallback_why")));
     //  Its forward only hands back what was made: as fast as the
     //  reference's call or faster, were the 0.25 ms not counted.
     s_expect (r, "ok", NULL);
+    ck_assert_int_eq (json_integer_value (json_object_get (profile, "inputs_given")), 0);
     ck_assert_msg (json_number_value (json_object_get (r, "speedup")) < 0.85, "speedup %g",
                    json_number_value (json_object_get (r, "speedup")));
     ck_assert_msg (json_number_value (json_object_get (profile, "inputs_excess_us")) > 150,
@@ -523,6 +567,54 @@ START_TEST (test_small_work_before_each_call)
 }
 END_TEST
 
+//  Where the call's work is most of the reference's time, a candidate
+//  whose call only hands back what its inputs request made would be many
+//  times the reference's speed. On inputs handed over it cannot be: b
+//  plain, a view (transposed), with numbers in lists and tuples beside.
+#define FAST_CALL_TASK(B) HEAD \
+    "class Model(nn.Module):\n" \
+    "    def forward(self, a, b, *rest):\n" \
+    "        return a @ a.t()\n" \
+    "def get_inputs():\n" \
+    "    return [torch.randn(128, 256), " B "]\n"
+
+START_TEST (test_work_before_a_fast_call)
+{
+    const char *candidate = HEAD
+        "import sys\n"
+        "task = sys.modules['kgym_task']\n"
+        "_made = task.get_inputs\n"
+        "_done = {}\n"
+        "def get_inputs():\n"
+        "    ins = _made()\n"
+        "    _done[id(ins[0])] = ins[0] @ ins[0].t()\n"
+        "    return ins\n"
+        "task.get_inputs = get_inputs\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, a, b, *rest):\n"
+        "        y = _done.pop(id(a), None)\n"
+        "        return a @ a.t() if y is None else y\n";
+    const char *tasks [] = {
+        FAST_CALL_TASK ("torch.randn(3000, 1000)"),
+        FAST_CALL_TASK ("torch.randn(1000, 3000).t(), [0, (1.5, None, 'x')]")
+    };
+    for (int i = 0; i < 2; i++) {
+        json_t *r = s_grade_with (tasks [i], candidate, NULL, 20.0, 30);
+        json_t *profile = json_object_get (r, "profile");
+        s_print_inputs (i? "work before a fast call, b a view": "work before a fast call", r);
+        s_expect (r, "ok", NULL);
+        ck_assert_int_eq (json_integer_value (json_object_get (profile, "inputs_given")),
+                          1 + json_integer_value (json_object_get (json_object_get (r, "timings"), "runs")));
+        ck_assert_int_gt (json_integer_value (json_object_get (json_object_get (r, "timings"), "runs")), 2);
+        ck_assert_msg (json_number_value (json_object_get (r, "speedup")) < 1.5, "speedup %g",
+                       json_number_value (json_object_get (r, "speedup")));
+        json_decref (r);
+    }
+}
+END_TEST
+
+//  Trust: the clock is the supervisor's; patching Python's timers changes
+//  nothing of a candidate that sleeps.
 START_TEST (test_patched_timers)
 {
     json_t *r = s_grade (HEAD
@@ -904,7 +996,9 @@ s_suite (void)
     tcase_add_test (tc, test_output_after_the_reply);
     tcase_add_test (tc, test_patched_timers);
     tcase_add_test (tc, test_work_before_the_call);
+    tcase_add_test (tc, test_work_before_the_call_unshared);
     tcase_add_test (tc, test_small_work_before_each_call);
+    tcase_add_test (tc, test_work_before_a_fast_call);
     tcase_add_test (tc, test_build_tools_run);
     tcase_add_test (tc, test_runners_fresh_per_job);
     tcase_add_test (tc, test_build_kept_under_its_key);

@@ -193,6 +193,8 @@ class Runner:
         self.shm_fd = int(args["shm"])
         self.shm = None
         self.shm_size = 0
+        self.old_maps = []
+        self.viewed = False
         self.task = None
         self.cand = None
         self.model = None
@@ -211,7 +213,12 @@ class Runner:
         if self.shm is None or self.shm_size != size:
             if self.shm is not None:
                 self.unpin()
-                self.shm.close()
+                #  Tensors made by torch.frombuffer on it (given inputs) do
+                #  not hold it open: once such views were made it stays mapped.
+                if self.viewed:
+                    self.old_maps.append(self.shm)
+                else:
+                    self.shm.close()
             self.shm = mmap.mmap(self.shm_fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
             self.shm_size = size
             self.pin()
@@ -396,7 +403,104 @@ class Runner:
         self.inputs = inputs
         if self.device == "cuda":
             torch.cuda.synchronize()
-        return {"ok": True, "inputs": [self.meta(v) for v in inputs]}
+        reply = {"ok": True, "inputs": [self.meta(v) for v in inputs]}
+        if "share" in req:
+            reply["shared"], reply["shared_end"] = self.share_inputs(int(req["share"]))
+        return reply
+
+    #  A timed run's inputs on the CPU, handed over (python_backend's
+    #  s_give_inputs): the reference copies the inputs it made into its shared
+    #  memory (share_inputs); the supervisor copies those bytes to each
+    #  program's own, and each call runs on views of them (given_inputs).
+    SHARED_DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128", "int8",
+                     "uint8", "int16", "int32", "int64", "bool")
+
+    def share_inputs(self, at):
+        """The inputs' bytes from at (each tensor's at a multiple of 64), and how to rebuild them:
+        (metas, end), or (why not, None) when an input is none of: a plain CPU tensor of a dtype
+        above (a view: its storage's span, at most 4 times its size), an int, a float (finite), a
+        bool, a str, None, a list or tuple of these (4 deep, 4096 items in all at most)."""
+        import math
+        import torch
+        copies = []
+        left = [4096]
+
+        def share(value, depth):
+            nonlocal at
+            left[0] -= 1
+            if left[0] < 0 or depth > 4:
+                raise ValueError("its inputs nest too deep or hold too many values")
+            if type(value) is torch.Tensor:
+                name = str(value.dtype).replace("torch.", "")
+                extent = 1 + sum((n - 1) * s for n, s in zip(value.shape, value.stride())) if value.numel() else 0
+                sparse = extent > 4 * value.numel() + 64
+                if value.device.type != "cpu" or name not in self.SHARED_DTYPES or value.is_sparse or sparse:
+                    raise ValueError(f"an input is a {name} tensor on {value.device.type}"
+                                     f"{' (a sparse view)' if sparse else ''}")
+                nbytes = extent * value.element_size()
+                meta = {"kind": "tensor", "dtype": name, "shape": list(value.shape), "offset": at,
+                        "stride": list(value.stride()), "nbytes": nbytes, "grad": bool(value.requires_grad)}
+                if extent:
+                    copies.append((value.detach().as_strided((extent,), (1,), value.storage_offset()), at))
+                at = (at + nbytes + 63) // 64 * 64
+                return meta
+            if value is None or type(value) in (int, bool, str) or (type(value) is float and math.isfinite(value)):
+                return {"kind": "value", "value": value}
+            if type(value) in (list, tuple):
+                return {"kind": type(value).__name__, "items": [share(v, depth + 1) for v in value]}
+            raise ValueError(f"an input is a {type(value).__name__}")
+
+        try:
+            metas = [share(v, 0) for v in self.inputs or []]
+        except ValueError as why:
+            return str(why), None
+        shm = self.mapped(max(at, 1))
+        for value, offset in copies:
+            self.to_shm(shm, value, offset)
+        return metas, at
+
+    def given_inputs(self, metas):
+        """The inputs as views of the bytes the supervisor wrote where metas say."""
+        import torch
+        shm = None
+
+        def end(m):
+            if m["kind"] == "tensor":
+                return m["offset"] + m["nbytes"]
+            return max((end(i) for i in m.get("items", [])), default=0)
+
+        def rebuild(m):
+            if m["kind"] == "value":
+                return m["value"]
+            if m["kind"] in ("list", "tuple"):
+                items = [rebuild(i) for i in m["items"]]
+                return items if m["kind"] == "list" else tuple(items)
+            dtype = getattr(torch, m["dtype"])
+            if m["nbytes"] == 0:
+                value = torch.empty(m["shape"], dtype=dtype)
+            else:
+                value = torch.frombuffer(shm, dtype=torch.uint8, count=m["nbytes"], offset=m["offset"])
+                value = value.view(dtype).as_strided(m["shape"], m["stride"], 0)
+            if m.get("grad"):
+                value.requires_grad_(True)
+            return value
+
+        shm = self.mapped(max(max((end(m) for m in metas), default=0), 1))
+        self.viewed = True
+        self.inputs = [rebuild(m) for m in metas]
+
+    @staticmethod
+    def to_shm(shm, value, offset):
+        """A tensor's bytes into the mapping at offset, in its order (a view is copied straight
+        there: no temporary, whose allocation would cost page faults as the heap's state goes)."""
+        import torch
+        value = value.detach()
+        nbytes = value.numel() * value.element_size()
+        dst = torch.frombuffer(shm, dtype=torch.uint8, count=nbytes, offset=offset)
+        if value.is_contiguous():
+            dst.copy_(value.reshape(-1).view(torch.uint8))
+        else:
+            dst.view(value.dtype).view(value.shape).copy_(value)
 
     def meta(self, value):
         import torch
@@ -426,6 +530,9 @@ class Runner:
                 return made
             marks.append(time.perf_counter())
         try:
+            #  A timed call on the CPU on inputs handed over (share_inputs).
+            if "given" in req:
+                self.given_inputs(req["given"])
             if profile:
                 prof = self.profile_start()
             model = self.baseline if req.get("baseline") and getattr(self, "baseline", None) else self.model
@@ -471,12 +578,7 @@ class Runner:
                 end = max(end, at)
             shm = self.mapped(end)
             for value, offset in copies:
-                flat = value.detach().contiguous().view(-1)
-                if flat.dtype == torch.bool:
-                    flat = flat.to(torch.uint8)
-                dst = torch.frombuffer(shm, dtype=torch.uint8, count=flat.numel() * flat.element_size(),
-                                       offset=offset)
-                dst.copy_(flat.view(torch.uint8))
+                self.to_shm(shm, value, offset)
             if self.device == "cuda" and slots:
                 torch.cuda.synchronize()    # every copy landed (into pinned memory, too) before the reply
             if events and gpu is not None and len(marks) >= 4:

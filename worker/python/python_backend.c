@@ -32,8 +32,9 @@
          inputs in its own request (R's too, the same way): the wall clock
          runs from the moment they exist, so work C starts on them (a
          wrapped get_inputs, GPU work left in flight) cannot run where
-         nothing is timed. On the CPU C is stopped from its inputs' reply
-         until its call. A call's time is the GPU time C
+         nothing is timed. On the CPU a timed run's inputs are R's, handed
+         over (s_share_inputs): C's code never runs between the moment they
+         exist and its call. A call's time is the GPU time C
          reports (CUDA events around forward; no profiler runs in a timed
          call, its own cost would be in the window and C could skip it)
          when this side's wall clock around the call agrees: the wall time
@@ -195,6 +196,13 @@ typedef struct {
     double wall_factor;             //  what s_wall_floor scaled the timed runs by (0: nothing)
     int cpu;                        //  the CPU both runners share (a CPU job), -1: not pinned
     double inputs_excess_us;        //  the median of C's inputs requests' time beyond R's
+    //  A timed run's inputs on the CPU, handed from R to C (s_share_inputs):
+    //  R's words on them (offsets in R's memory), NULL when not handed over.
+    json_t *shared;
+    uint64_t share_at, share_end;   //  their bytes in R's memory
+    uint64_t ref_writes_max;        //  beyond what R's calls write, at any size so far
+    uint32_t given_runs;            //  timed runs whose inputs were handed over
+    char unshared [160];            //  why the last run's were not
     uint32_t base_n;                //  the baseline's timed runs made beforehand (GPU)
     double used_s;                  //  the candidate's time so far (its budget)
     double wall_s;                  //  its wall time so far
@@ -396,25 +404,46 @@ s_over_add (s_exec_t *ex, double over_s)
 
 //  Over all the timed runs, the same: work of the candidate's in its
 //  inputs requests, under the slack each time, shows in the median of the
-//  differences once it is above that median's noise (and 50 us). Each run
-//  then counts at least that median (less what was added to it already).
+//  differences once it is above that median's noise (and 50 us). The runs
+//  alternate who goes first, and making inputs first or after the other's
+//  call costs each program differently (its caches): a round (two runs, one
+//  of each order) is one sample, its two differences' mean. What n runs
+//  say: 0 nothing to count (the median at 50 us or under), 1 the median
+//  counts (*median_us), -1 not known yet (over 50 us but within its noise,
+//  or under two rounds).
+static int
+s_inputs_verdict (const double *in_us, uint32_t n, double *median_us)
+{
+    *median_us = 0;
+    uint32_t rounds = n / 2;
+    if (rounds == 0)
+        return n && in_us [0] > 50? -1: 0;
+    double *d = malloc (rounds * sizeof (double));
+    if (!d)
+        return -1;
+    for (uint32_t i = 0; i < rounds; i++)
+        d [i] = (in_us [2 * i] + in_us [2 * i + 1]) / 2;
+    double median = s_median (d, rounds);
+    for (uint32_t i = 0; i < rounds; i++)
+        d [i] = fabs ((in_us [2 * i] + in_us [2 * i + 1]) / 2 - median);
+    double dev = 1.4826 * s_median (d, rounds);
+    free (d);
+    *median_us = median;
+    if (median <= 50)
+        return 0;
+    return rounds >= 2 && median > 50 + 3 * 1.25 * dev / sqrt ((double) rounds)? 1: -1;
+}
+
+//  Each run counts at least that median, when it counts (less what was
+//  added to it already).
 static void
 s_inputs_floor (s_exec_t *ex, double *cand_us, double *wall_us, const double *in_us,
                 const double *added_us, uint32_t n)
 {
-    if (n < 3)
-        return;
-    double *d = malloc (n * sizeof (double));
-    if (!d)
-        return;
-    memcpy (d, in_us, n * sizeof (double));
-    double median = s_median (d, n);
-    for (uint32_t i = 0; i < n; i++)
-        d [i] = fabs (in_us [i] - median);
-    double dev = 1.4826 * s_median (d, n);
-    free (d);
+    double median;
+    int verdict = s_inputs_verdict (in_us, n, &median);
     ex->inputs_excess_us = median;
-    if (median <= 50 + 3 * 1.25 * dev / sqrt ((double) n))
+    if (verdict <= 0)
         return;
     for (uint32_t i = 0; i < n; i++)
         if (median > added_us [i]) {
@@ -424,6 +453,27 @@ s_inputs_floor (s_exec_t *ex, double *cand_us, double *wall_us, const double *in
     if (!ex->fallbacks++)
         snprintf (ex->fallback_why, sizeof ex->fallback_why, "over its timed runs its inputs took %.4g us "
                   "longer to make than the reference's (the median): counted as its time", median);
+}
+
+//  The paired stop rule on the CPU, judged on the times the speedup will be
+//  made of: each run with the inputs' median added when it counts; and no
+//  stop but the maximum while it is not known whether it counts (a
+//  candidate fast only because its work went into its inputs would stop
+//  at once, as clipped, before there were runs enough to tell).
+static worker_grade_stop_why_t
+s_stop_cpu (worker_grade_stop_t *rule, const double *cand_us, const double *base_us, const double *in_us,
+            const double *added_us, double *scratch_us, uint32_t n)
+{
+    double median;
+    int verdict = s_inputs_verdict (in_us, n, &median);
+    const double *judged = cand_us;
+    if (verdict > 0) {
+        for (uint32_t i = 0; i < n; i++)
+            scratch_us [i] = cand_us [i] + fmax (median - added_us [i], 0);
+        judged = scratch_us;
+    }
+    worker_grade_stop_why_t why = worker_grade_stop_check_paired (rule, judged, base_us, n);
+    return verdict < 0 && why != GRADE_STOP_MAX_RUNS? GRADE_STOP_NONE: why;
 }
 
 //  --- the reference's outputs ---
@@ -458,6 +508,120 @@ s_slots_end (const s_exec_t *ex)
     return end;
 }
 
+//  --- a timed run's inputs on the CPU, handed over ---
+//
+//  C's inputs for a timed run are R's: R makes them and copies their bytes
+//  behind everything else in its memory (s_share_inputs); just before each
+//  program's timed call this side copies those bytes into that program's
+//  own memory, where its call runs on views of them (s_give_inputs). So no
+//  code of C's runs between the moment its inputs exist and its timed call
+//  (its wrapped get_inputs is never called there: no work done ahead, out
+//  of the clock's sight), nothing of its process's state (its heap's: a
+//  few MB of page faults more or less) makes them cheaper or dearer to make
+//  than R's, and both calls meet inputs just written by the same copy,
+//  whoever goes first. Inputs that cannot be handed over (a dict, a NumPy
+//  array, a tensor subclass: the runner's share_inputs says which) C makes
+//  itself, and what they took beyond R's is counted as its time
+//  (s_inputs_excess, s_inputs_floor).
+
+//  Where R copies them: past everything its calls write (its outputs, a
+//  "compile" baseline's beyond them, its inputs behind each).
+static uint64_t
+s_ref_writes (const s_exec_t *ex)
+{
+    uint64_t used = ((ex->expected_size + 4095) & ~(uint64_t) 4095) + ((s_slots_end (ex) + 63) & ~(uint64_t) 63)
+                  + ex->in_span + 64;
+    return (used + 4095) & ~(uint64_t) 4095;
+}
+
+//  At every size's (the last size checked may be smaller than the timing size).
+static uint64_t
+s_share_at (s_exec_t *ex)
+{
+    if (s_ref_writes (ex) > ex->ref_writes_max)
+        ex->ref_writes_max = s_ref_writes (ex);
+    return ex->ref_writes_max;
+}
+
+//  Every tensor's bytes of metas (R's words, items of lists and tuples too)
+//  within [at, end), and, with shift, its offset moved by delta. False when
+//  one is not, or the nesting is deeper than the runner makes.
+static bool
+s_shared_walk (json_t *metas, uint64_t at, uint64_t end, bool shift, int64_t delta, int depth)
+{
+    if (!json_is_array (metas) || depth > 5)
+        return false;
+    for (size_t i = 0; i < json_array_size (metas); i++) {
+        json_t *meta = json_array_get (metas, i);
+        const char *kind = json_string_value (json_object_get (meta, "kind"));
+        if (!kind)
+            return false;
+        if (strcmp (kind, "list") == 0 || strcmp (kind, "tuple") == 0) {
+            if (!s_shared_walk (json_object_get (meta, "items"), at, end, shift, delta, depth + 1))
+                return false;
+            continue;
+        }
+        if (strcmp (kind, "tensor") != 0)
+            continue;
+        json_int_t offset = json_integer_value (json_object_get (meta, "offset"));
+        json_int_t nbytes = json_integer_value (json_object_get (meta, "nbytes"));
+        if (offset < (json_int_t) at || nbytes < 0 || (uint64_t) offset + (uint64_t) nbytes > end)
+            return false;
+        if (shift)
+            json_object_set_new (meta, "offset", json_integer (offset + delta));
+    }
+    return true;
+}
+
+//  R makes the inputs of seed and copies them out. 0: ex->shared set, or
+//  NULL when they cannot be handed over (ex->unshared says why); -1 failed.
+static int
+s_share_inputs (s_exec_t *ex, uint64_t seed)
+{
+    json_decref (ex->shared);
+    ex->shared = NULL;
+    uint64_t at = s_share_at (ex);
+    json_t *reply = NULL;
+    if (s_ask (ex, ex->ref, json_pack ("{s:s, s:I, s:I}", "op", "inputs", "seed", (json_int_t) seed,
+                                       "share", (json_int_t) at), TRUSTED_S, &reply, NULL))
+        return -1;
+    json_t *metas = json_object_get (reply, "shared");
+    json_int_t end = json_integer_value (json_object_get (reply, "shared_end"));
+    //  R runs only the task's code; still, nothing it says is used unchecked.
+    if (json_is_array (metas) && end >= (json_int_t) at && (uint64_t) end - at <= ex->self->max_job_bytes / 4
+    &&  json_array_size (metas) <= MAX_INPUTS && s_shared_walk (metas, at, (uint64_t) end, false, 0, 0)) {
+        ex->shared = json_incref (metas);
+        ex->share_at = at;
+        ex->share_end = (uint64_t) end;
+    }
+    else
+        snprintf (ex->unshared, sizeof ex->unshared, "%s", json_is_string (metas)? json_string_value (metas)
+                  : "the reference's runner said where they are out of bounds");
+    json_decref (reply);
+    return 0;
+}
+
+//  Copy the shared inputs into proc's memory from given_at: the "given" of
+//  its call (R's words, the offsets its own). NULL when memory failed.
+static json_t *
+s_give_inputs (s_exec_t *ex, python_proc_t *proc, uint64_t given_at)
+{
+    uint64_t span = ex->share_end - ex->share_at;
+    //  R's mapping first, at its largest (mapping more may move it).
+    uint8_t *src = python_proc_shm (ex->ref, proc == ex->ref? given_at + span: ex->share_end);
+    if (!src)
+        return NULL;
+    ex->expected = src;
+    uint8_t *dst = proc == ex->ref? src: python_proc_shm (proc, given_at + span);
+    if (!dst)
+        return NULL;
+    memcpy (dst + given_at, src + ex->share_at, span);
+    json_t *given = json_deep_copy (ex->shared);
+    if (given)
+        s_shared_walk (given, ex->share_at, ex->share_end, true, (int64_t) given_at - (int64_t) ex->share_at, 0);
+    return given;
+}
+
 //  Run the reference (the compiled baseline, with baseline) on its current
 //  inputs, or, with inputs_seed, on inputs it makes of that seed in the
 //  same request (a timed run's, made as the candidate's are); its outputs
@@ -472,7 +636,7 @@ s_slots_end (const s_exec_t *ex)
 //  with them after C's call.
 static int
 s_reference_call (s_exec_t *ex, bool keep, bool baseline, s_how_t how, json_t **gpu, double *wall_s,
-                  const uint64_t *inputs_seed)
+                  const uint64_t *inputs_seed, json_t *given)
 {
     json_t *reply = NULL;
     bool inputs = s_copies_inputs (ex, how);
@@ -480,6 +644,8 @@ s_reference_call (s_exec_t *ex, bool keep, bool baseline, s_how_t how, json_t **
                              "events", how == S_TIMED, "baseline", baseline, "inputs", inputs);
     if (inputs_seed)
         json_object_set_new (req, "seed", json_integer ((json_int_t) *inputs_seed));
+    if (given)
+        json_object_set (req, "given", given);
     if (!keep && ex->expected_size) {
         uint64_t beyond = (ex->expected_size + 4095) & ~(uint64_t) 4095;
         json_t *slots = json_array ();
@@ -571,6 +737,7 @@ s_reference_call (s_exec_t *ex, bool keep, bool baseline, s_how_t how, json_t **
         return 0;
     ex->expected = python_proc_shm (ex->ref, offset);
     ex->expected_size = ex->expected? offset: 0;
+    s_share_at (ex);
     if (!ex->expected) {
         worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "cannot map %llu bytes of outputs",
                              (unsigned long long) offset);
@@ -813,6 +980,7 @@ s_add_kernels (json_t *totals, json_t *gpu)
 #define S_MAKE_INPUTS   1
 #define S_RESUME        2
 #define S_DEFER         4           //  C left stopped, its outputs not compared yet (s_candidate_compare)
+#define S_GIVEN         8           //  on R's inputs, handed over (s_give_inputs)
 
 //  C's outputs (and inputs, when its call copied them) against R's, every
 //  byte, C stopped (since its reply): nothing of it runs while they are
@@ -875,13 +1043,17 @@ s_candidate_call (s_exec_t *ex, uint64_t seed, s_how_t how, const char *when, ui
     uint8_t *poison = malloc (POISON_TILE);
     if (shm && poison)
         s_poison (shm, total, poison, seed ^ 0xC0FFEEull, ex->tol.threads);
+    //  Its inputs, R's, written after the poison (as R's are) while it is stopped.
+    json_t *given = shm && poison && (flags & S_GIVEN)? s_give_inputs (ex, ex->cand, (total + 4095) & ~(uint64_t) 4095): NULL;
     if (flags & S_RESUME)
         python_proc_continue (ex->cand);
-    if (!shm || !poison) {
+    if (!shm || !poison || ((flags & S_GIVEN) && !given)) {
         free (poison);
+        json_decref (given);
         worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "cannot map %llu bytes", (unsigned long long) total);
         return -1;
     }
+    shm = python_proc_shm (ex->cand, total? total: 1);     //  the mapping may have moved
     json_t *slots = json_array ();
     for (size_t i = 0; i < ex->nslots; i++)
         json_array_append_new (slots, json_pack ("{s:I, s:I}", "offset", (json_int_t) ex->slots [i].offset,
@@ -891,6 +1063,7 @@ s_candidate_call (s_exec_t *ex, uint64_t seed, s_how_t how, const char *when, ui
     if (left <= 0 || ex->used_s > budget) {
         free (poison);
         json_decref (slots);
+        json_decref (given);
         worker_outcome_fail (ex->out, STATUS_TIMEOUT, "timed out: the candidate used up its %.3g s budget",
                              budget);
         return -1;
@@ -907,6 +1080,8 @@ s_candidate_call (s_exec_t *ex, uint64_t seed, s_how_t how, const char *when, ui
                              how == S_PROFILED && ex->gpu, "events", timed && ex->gpu, "inputs", inputs);
     if (flags & S_MAKE_INPUTS)
         json_object_set_new (req, "seed", json_integer ((json_int_t) seed));
+    if (given)
+        json_object_set_new (req, "given", given);
     int rc = s_ask (ex, ex->cand, req, wait, &reply, &wall);
     ex->wall_s += wall;
     if (rc) {
@@ -1369,7 +1544,7 @@ s_reference_sampled (s_exec_t *ex, bool keep, bool baseline, uint64_t seed, uint
     s_poison_ref (ex, 0, s_slots_end (ex), poison_seed);
     json_t *gpu = NULL;
     double wall = 0;
-    if (s_reference_call (ex, keep, baseline, S_TIMED, &gpu, &wall, &seed)) {
+    if (s_reference_call (ex, keep, baseline, S_TIMED, &gpu, &wall, &seed, NULL)) {
         json_decref (gpu);
         return -1;
     }
@@ -1413,7 +1588,7 @@ s_baseline (s_exec_t *ex, double *base_us)
     //  The reference's kernels, from calls of their own (untimed).
     for (int i = 0; ex->gpu && i < PROFILED_CALLS; i++) {
         json_t *gpu = NULL;
-        if (s_reference_call (ex, false, true, S_PROFILED, &gpu, NULL, NULL)) {
+        if (s_reference_call (ex, false, true, S_PROFILED, &gpu, NULL, NULL, NULL)) {
             json_decref (gpu);
             return -1;
         }
@@ -1433,7 +1608,7 @@ s_correctness (s_exec_t *ex)
             uint64_t seed = s_seed (ex->seed, "check", s, t);
             char when [64];
             snprintf (when, sizeof when, "trial %u", t);
-            if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, false, S_CHECKED, NULL, NULL, NULL)
+            if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, false, S_CHECKED, NULL, NULL, NULL, NULL)
             ||  s_inputs (ex, ex->cand, seed)
             ||  s_candidate_call (ex, seed, S_CHECKED, when, (uint32_t) s, t, NULL, 0))
                 return -1;
@@ -1470,54 +1645,88 @@ s_cand_stop (s_exec_t *ex, const char *when)
 //  into *b_s: the baseline's sample, and the expected outputs. With a
 //  "compile" baseline the timed call is the compiled model's (its outputs
 //  beyond), and the eager model's call after it gives the expected ones.
+//  With given, the inputs were made and shared (s_share_inputs): each call
+//  runs on a copy of them written just before it.
 static int
-s_reference_cpu (s_exec_t *ex, uint64_t seed, double *in_s, double *b_s)
+s_reference_cpu (s_exec_t *ex, uint64_t seed, bool given, double *in_s, double *b_s)
 {
-    if (s_inputs_timed (ex, ex->ref, seed, in_s))
+    if (!given && s_inputs_timed (ex, ex->ref, seed, in_s))
         return -1;
     //  Stopped and woken around the poisoning, as C is: the same before both calls.
     python_proc_stop (ex->ref);
     bool compiled = strcmp (ex->task->module.baseline, "compile") == 0;
     uint64_t from = compiled? (ex->expected_size + 4095) & ~(uint64_t) 4095: 0;
     s_poison_ref (ex, from, ((s_slots_end (ex) + 63) & ~(uint64_t) 63) + ex->in_span, seed ^ 0xBEEFull);
+    uint64_t given_at = (ex->share_end + 4095) & ~(uint64_t) 4095;
+    json_t *inputs = given? s_give_inputs (ex, ex->ref, given_at): NULL;
     python_proc_continue (ex->ref);
-    return s_reference_call (ex, !compiled, compiled, S_CHECKED, NULL, b_s, NULL)
-        || (compiled && s_reference_call (ex, true, false, S_CHECKED, NULL, NULL, NULL));
+    for (int call = 0; call < (compiled? 2: 1); call++) {
+        if (given && !inputs) {
+            worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "cannot map the reference's inputs");
+            return -1;
+        }
+        int rc = call == 0? s_reference_call (ex, !compiled, compiled, S_CHECKED, NULL, b_s, NULL, inputs)
+                          : s_reference_call (ex, true, false, S_CHECKED, NULL, NULL, NULL, inputs);
+        json_decref (inputs);
+        if (rc)
+            return -1;
+        //  The eager call's on the same inputs afresh (the compiled one may have written over them).
+        inputs = given && compiled && call == 0? s_give_inputs (ex, ex->ref, given_at): NULL;
+    }
+    return 0;
 }
 
-//  One timed run on the CPU. Each program makes its inputs (of the run's
-//  seed: the same bytes) and calls at once on them, and nothing else comes
-//  between: the two calls meet the same state of the caches, whoever goes
-//  first (base_first, alternating by run: worker_grade_speedup_paired
-//  pairs the runs of each order). C is stopped while R works (a thread of
-//  its spinning beside R, on their CPU, would slow R's inputs, which are
-//  the measure of C's, and R's call), and from its inputs' reply to its
-//  call (nothing of it runs while this side poisons its outputs' memory).
-//  When C goes first its outputs are compared once R's exist, C stopped
-//  from its reply until then. *t, *b: the two calls' times; *ref_in,
-//  *cand_in: the inputs'.
+//  One timed run on the CPU. Each program calls on the run's inputs (the
+//  same bytes) at once, and nothing else comes between: the two calls meet
+//  the same state of the caches, whoever goes first (base_first,
+//  alternating by run: worker_grade_speedup_paired pairs the runs of each
+//  order). C is stopped while R works (a thread of its spinning beside R,
+//  on their CPU, would slow R's call, and R's inputs, where they are the
+//  measure of C's) and until its call. The inputs are R's, handed over
+//  (s_share_inputs); where they cannot be, each program makes its own, and
+//  C is stopped from its inputs' reply to its call (nothing of it runs
+//  while this side poisons its outputs' memory). When C goes first its
+//  outputs are compared once R's exist, C stopped from its reply until
+//  then. *t, *b: the two calls' times; *ref_in, *cand_in: the inputs'
+//  (0 when handed over).
 static int
 s_timed_run_cpu (s_exec_t *ex, uint64_t seed, bool base_first, const char *when, uint32_t trial,
                  double *t, double *b, double *ref_in, double *cand_in)
 {
     uint32_t ts = (uint32_t) ex->task->timing_size;
+    if (s_cand_stop (ex, when))
+        return -1;
+    //  Tried until one run's cannot be (the same get_inputs: nor will the next's).
+    if (!ex->unshared [0] && s_share_inputs (ex, seed)) {
+        python_proc_continue (ex->cand);
+        return -1;
+    }
+    bool given = ex->shared != NULL;
+    ex->given_runs += given;
+    bool inputs = s_copies_inputs (ex, S_TIMED) && ex->ref_in_at;
     if (base_first) {
-        if (s_cand_stop (ex, when))
-            return -1;
-        if (s_reference_cpu (ex, seed, ref_in, b)) {
+        if (s_reference_cpu (ex, seed, given, ref_in, b)) {
             python_proc_continue (ex->cand);
             return -1;
         }
+        if (given)
+            return s_candidate_call (ex, seed, S_TIMED, when, ts, trial, t, S_RESUME | S_GIVEN);
         python_proc_continue (ex->cand);
         return s_inputs_timed (ex, ex->cand, seed, cand_in) || s_cand_stop (ex, when)
             || s_candidate_call (ex, seed, S_TIMED, when, ts, trial, t, S_RESUME);
     }
     //  The slots C writes to are R's of the last run (the same size).
-    bool inputs = s_copies_inputs (ex, S_TIMED) && ex->ref_in_at;
-    if (s_inputs_timed (ex, ex->cand, seed, cand_in) || s_cand_stop (ex, when)
-    ||  s_candidate_call (ex, seed, S_TIMED, when, ts, trial, t, S_RESUME | S_DEFER))
-        return -1;
-    if (s_reference_cpu (ex, seed, ref_in, b)) {
+    if (given) {
+        if (s_candidate_call (ex, seed, S_TIMED, when, ts, trial, t, S_RESUME | S_DEFER | S_GIVEN))
+            return -1;
+    }
+    else {
+        python_proc_continue (ex->cand);
+        if (s_inputs_timed (ex, ex->cand, seed, cand_in) || s_cand_stop (ex, when)
+        ||  s_candidate_call (ex, seed, S_TIMED, when, ts, trial, t, S_RESUME | S_DEFER))
+            return -1;
+    }
+    if (s_reference_cpu (ex, seed, given, ref_in, b)) {
         python_proc_continue (ex->cand);
         return -1;
     }
@@ -1602,7 +1811,7 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
             //  On the CPU, run i's two calls are a pair (side by side, who
             //  goes first alternating): their ratios, not two medians apart.
             why = ex->gpu? worker_grade_stop_check_n (&rule, stop_us, n, base_us, ex->base_n)
-                         : worker_grade_stop_check_paired (&rule, cand_us, base_us, n);
+                         : s_stop_cpu (&rule, cand_us, base_us, in_us, added_us, stop_us, n);
         }
     }
     ex->out->timing_stopped = worker_grade_stop_name (why);
@@ -1620,7 +1829,7 @@ s_timing (s_exec_t *ex, double *cand_us, double *base_us, uint32_t *runs)
         uint64_t seed = s_seed (ex->time_seed, "profile", i, 0);
         char when [64];
         snprintf (when, sizeof when, "profiled run %u", i);
-        if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, false, S_CHECKED, NULL, NULL, NULL)
+        if (s_inputs (ex, ex->ref, seed) || s_reference_call (ex, true, false, S_CHECKED, NULL, NULL, NULL, NULL)
         ||  s_inputs (ex, ex->cand, seed)
         ||  s_candidate_call (ex, seed, S_PROFILED, when, (uint32_t) ts, TASK_MAX_TRIALS + eval->warmup
                               + eval->timed + i, NULL, 0))
@@ -2060,6 +2269,11 @@ s_execute_locked (python_backend_t *self, python_job_t *pjob, int slot, worker_o
     }
     if (timing)
         json_object_set_new (profile, "inputs_excess_us", json_real (ex.inputs_excess_us));
+    if (timing && !ex.gpu) {
+        json_object_set_new (profile, "inputs_given", json_integer (ex.given_runs));
+        if (ex.unshared [0])
+            json_object_set_new (profile, "inputs_not_given", json_string (ex.unshared));
+    }
     if (ex.gpu && timing)
         s_kernels (&ex, profile);
     if (!out->extra)
@@ -2076,6 +2290,7 @@ done:
     free (base_us);
     free (cand_us);
     json_decref (ex.cand_kernels);
+    json_decref (ex.shared);
     json_decref (ex.ref_kernels);
 }
 
