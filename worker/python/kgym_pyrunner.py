@@ -432,11 +432,11 @@ class Runner:
                 raise ValueError("its inputs nest too deep or hold too many values")
             if type(value) is torch.Tensor:
                 name = str(value.dtype).replace("torch.", "")
+                if value.layout != torch.strided or value.device.type != "cpu" or name not in self.SHARED_DTYPES:
+                    raise ValueError(f"an input is a {name} tensor on {value.device.type} ({value.layout})")
                 extent = 1 + sum((n - 1) * s for n, s in zip(value.shape, value.stride())) if value.numel() else 0
-                sparse = extent > 4 * value.numel() + 64
-                if value.device.type != "cpu" or name not in self.SHARED_DTYPES or value.is_sparse or sparse:
-                    raise ValueError(f"an input is a {name} tensor on {value.device.type}"
-                                     f"{' (a sparse view)' if sparse else ''}")
+                if extent > 4 * value.numel() + 64:
+                    raise ValueError(f"an input is a {name} view spanning {extent} elements for {value.numel()}")
                 nbytes = extent * value.element_size()
                 meta = {"kind": "tensor", "dtype": name, "shape": list(value.shape), "offset": at,
                         "stride": list(value.stride()), "nbytes": nbytes, "grad": bool(value.requires_grad)}
@@ -452,8 +452,8 @@ class Runner:
 
         try:
             metas = [share(v, 0) for v in self.inputs or []]
-        except ValueError as why:
-            return str(why), None
+        except Exception as why:   # noqa: BLE001 (anything it cannot say: not handed over)
+            return str(why)[:150], None
         shm = self.mapped(max(at, 1))
         for value, offset in copies:
             self.to_shm(shm, value, offset)
