@@ -527,6 +527,32 @@ START_TEST (test_work_before_the_call)
 }
 END_TEST
 
+//  The runner's own code is the candidate's to patch (one interpreter):
+//  work moved into the hand-over itself (given_inputs, which makes the
+//  views) is inside the call's request, so inside the clock.
+START_TEST (test_work_in_the_hand_over)
+{
+    json_t *r = s_grade (HEAD
+        "import sys, time\n"
+        "runner = sys.modules['__main__'].Runner\n"
+        "_given = runner.given_inputs\n"
+        "_done = {}\n"
+        "def given_inputs(self, metas):\n"
+        "    _given(self, metas)\n"
+        "    time.sleep(0.02)\n"
+        "    _done['y'] = torch.relu(self.inputs[0])\n"
+        "runner.given_inputs = given_inputs\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        y = _done.pop('y', None)\n"
+        "        return torch.relu(x) if y is None else y\n");
+    s_print_inputs ("work in the hand-over", r);
+    s_expect_slow (r, "work done while the inputs were handed over");
+    ck_assert_int_gt (json_integer_value (json_object_get (json_object_get (r, "profile"), "inputs_given")), 0);
+    json_decref (r);
+}
+END_TEST
+
 //  Where the inputs cannot be handed over, each program makes its own and
 //  what C's took beyond R's (the same code, the same seed, just before) is
 //  C's time.
@@ -1018,6 +1044,7 @@ s_suite (void)
     tcase_add_test (tc, test_patched_timers);
     tcase_add_test (tc, test_work_before_the_call);
     tcase_add_test (tc, test_work_before_the_call_unshared);
+    tcase_add_test (tc, test_work_in_the_hand_over);
     tcase_add_test (tc, test_small_work_before_each_call);
     tcase_add_test (tc, test_work_before_a_fast_call);
     tcase_add_test (tc, test_unchanged_reads_even);
