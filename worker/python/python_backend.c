@@ -602,6 +602,14 @@ s_share_inputs (s_exec_t *ex, uint64_t seed)
     return 0;
 }
 
+static int
+s_fail_map (s_exec_t *ex)
+{
+    worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "cannot map a runner's shared memory for the "
+                         "inputs it is handed");
+    return -1;
+}
+
 //  Copy the shared inputs into proc's memory from given_at: the "given" of
 //  its call (R's words, the offsets its own). NULL when memory failed.
 static json_t *
@@ -1681,20 +1689,19 @@ s_reference_cpu (s_exec_t *ex, uint64_t seed, bool given, double *in_s, double *
     uint64_t given_at = (ex->share_end + 4095) & ~(uint64_t) 4095;
     json_t *inputs = given? s_give_inputs (ex, ex->ref, given_at): NULL;
     python_proc_continue (ex->ref);
-    for (int call = 0; call < (compiled? 2: 1); call++) {
-        if (given && !inputs) {
-            worker_outcome_fail (ex->out, STATUS_INTERNAL_ERROR, "cannot map the reference's inputs");
-            return -1;
-        }
-        int rc = call == 0? s_reference_call (ex, !compiled, compiled, S_CHECKED, NULL, b_s, NULL, inputs)
-                          : s_reference_call (ex, true, false, S_CHECKED, NULL, NULL, NULL, inputs);
-        json_decref (inputs);
-        if (rc)
-            return -1;
-        //  The eager call's on the same inputs afresh (the compiled one may have written over them).
-        inputs = given && compiled && call == 0? s_give_inputs (ex, ex->ref, given_at): NULL;
-    }
-    return 0;
+    if (given && !inputs)
+        return s_fail_map (ex);
+    int rc = s_reference_call (ex, !compiled, compiled, S_CHECKED, NULL, b_s, NULL, inputs);
+    json_decref (inputs);
+    if (rc || !compiled)
+        return rc? -1: 0;
+    //  The eager call, on the same inputs afresh (the compiled one may have written over them).
+    inputs = given? s_give_inputs (ex, ex->ref, given_at): NULL;
+    if (given && !inputs)
+        return s_fail_map (ex);
+    rc = s_reference_call (ex, true, false, S_CHECKED, NULL, NULL, NULL, inputs);
+    json_decref (inputs);
+    return rc? -1: 0;
 }
 
 //  One timed run on the CPU. Each program calls on the run's inputs (the
