@@ -597,6 +597,11 @@ END_TEST
 //  whose call only hands back what its inputs request made would be many
 //  times the reference's speed. On inputs handed over it cannot be: b
 //  plain, a view (transposed), with numbers in lists and tuples beside.
+//  Nor where they cannot be (a dict beside): timing goes on until the
+//  inputs' median is known, and counts it (before the heaps were faulted
+//  in, the reference's inputs cost it 30 ms of page faults more than the
+//  candidate's, and this read 2.1-2.3x). Honest, these read 0.9-1.1 here,
+//  up to 1.48 with three busy loops beside on this host's two cores.
 #define FAST_CALL_TASK(B) HEAD \
     "class Model(nn.Module):\n" \
     "    def forward(self, a, b, *rest):\n" \
@@ -622,17 +627,20 @@ START_TEST (test_work_before_a_fast_call)
         "        return a @ a.t() if y is None else y\n";
     const char *tasks [] = {
         FAST_CALL_TASK ("torch.randn(3000, 1000)"),
-        FAST_CALL_TASK ("torch.randn(1000, 3000).t(), [0, (1.5, None, 'x')]")
+        FAST_CALL_TASK ("torch.randn(1000, 3000).t(), [0, (1.5, None, 'x')]"),
+        FAST_CALL_TASK ("torch.randn(3000, 1000), {'k': 0}")
     };
-    for (int i = 0; i < 2; i++) {
+    const char *names [] = { "work before a fast call", "work before a fast call, b a view",
+                             "work before a fast call, a dict beside" };
+    for (int i = 0; i < 3; i++) {
         json_t *r = s_grade_with (tasks [i], candidate, NULL, 20.0, 30);
         json_t *profile = json_object_get (r, "profile");
-        s_print_inputs (i? "work before a fast call, b a view": "work before a fast call", r);
+        s_print_inputs (names [i], r);
         s_expect (r, "ok", NULL);
-        ck_assert_int_eq (json_integer_value (json_object_get (profile, "inputs_given")),
+        ck_assert_int_eq (json_integer_value (json_object_get (profile, "inputs_given")), i == 2? 0:
                           1 + json_integer_value (json_object_get (json_object_get (r, "timings"), "runs")));
         ck_assert_int_gt (json_integer_value (json_object_get (json_object_get (r, "timings"), "runs")), 2);
-        ck_assert_msg (json_number_value (json_object_get (r, "speedup")) < 1.5, "speedup %g",
+        ck_assert_msg (json_number_value (json_object_get (r, "speedup")) < 1.8, "speedup %g",
                        json_number_value (json_object_get (r, "speedup")));
         json_decref (r);
     }
