@@ -423,12 +423,12 @@ class Runner:
         import math
         import torch
         copies = []
-        left = [4096]
+        left = 4096
 
         def share(value, depth):
-            nonlocal at
-            left[0] -= 1
-            if left[0] < 0 or depth > 4:
+            nonlocal at, left
+            left -= 1
+            if left < 0 or depth > 4:
                 raise ValueError("its inputs nest too deep or hold too many values")
             if type(value) is torch.Tensor:
                 name = str(value.dtype).replace("torch.", "")
